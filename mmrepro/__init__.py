@@ -1,0 +1,23 @@
+"""mmrepro: bit-exact reproducible training for MMDetection 3.x / MMEngine.
+
+Importing it (``custom_imports=dict(imports=['mmrepro'])``) routes the Runner's
+``randomness`` config through :func:`set_random_seed`, makes every DataLoader's
+randomness a function of (seed, epoch, sample), registers ``ReproducibilityHook``
+and ``mmrepro_worker_init_fn``, and loads checkpoints safely on torch >= 2.6.
+See :mod:`mmrepro.patches` for exactly what is patched.
+"""
+from .checkpoint_io import CheckpointLoadError, safe_load
+from .data import make_reproducible, worker_init_fn
+from .hooks import ReproducibilityHook
+from .patches import apply_patches
+from .seeding import (RANDOMNESS_DEFAULTS, init_random_seed, set_random_seed,
+                      validate_randomness)
+from .version import __version__
+
+apply_patches()
+
+__all__ = [
+    'CheckpointLoadError', 'RANDOMNESS_DEFAULTS', 'ReproducibilityHook', '__version__',
+    'init_random_seed', 'make_reproducible', 'safe_load', 'set_random_seed',
+    'validate_randomness', 'worker_init_fn',
+]

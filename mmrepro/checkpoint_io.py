@@ -1,0 +1,87 @@
+"""Load MMEngine checkpoints safely on torch >= 2.6 (``weights_only=True``).
+
+``torch.load`` refuses MMEngine's own checkpoints under ``weights_only=True``:
+the message hub holds ``HistoryBuffer`` objects and numpy arrays. Rather than
+falling back to loading arbitrary pickles, mmrepro allow-lists exactly the globals
+its checkpoints contain (:func:`allowed_globals`) for the duration of each load.
+"""
+from __future__ import annotations
+
+import os.path as osp
+import pickle
+from typing import Any, Callable, List, Optional, Union
+
+import numpy as np
+import torch
+
+
+class CheckpointLoadError(ValueError):
+    """A checkpoint could not be read: missing, truncated, corrupt or unsafe."""
+
+
+def allowed_globals() -> List[Any]:
+    """The non-tensor globals an MMEngine/mmrepro checkpoint may contain."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+    core = getattr(np, '_core', None) or np.core
+    dtypes = [type(np.dtype(name)) for name in (
+        'float16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', 'uint8',
+        'uint16', 'uint32', 'uint64', 'bool')]
+    return [HistoryBuffer, core.multiarray._reconstruct, core.multiarray.scalar,
+            np.ndarray, np.dtype, *dtypes]
+
+
+def safe_load(filename: str, map_location: Union[str, Callable, None] = 'cpu',
+              mmap: bool = False) -> Any:
+    """Load a checkpoint with ``weights_only=True`` and mmrepro's allow-list.
+
+    Args:
+        filename: Path of a local checkpoint file.
+        map_location: As for :func:`torch.load`. Defaults to ``'cpu'``.
+        mmap: Memory-map tensors instead of reading them (cheap peeking).
+
+    Returns:
+        The loaded checkpoint.
+
+    Raises:
+        CheckpointLoadError: the file is missing, not a complete checkpoint, or
+            holds an object outside the allow-list.
+    """
+    filename = osp.expanduser(filename)
+    if not osp.isfile(filename):
+        raise CheckpointLoadError(
+            f'Checkpoint {filename!r} does not exist. Check the path given to '
+            '--resume / load_from.')
+    try:
+        with torch.serialization.safe_globals(allowed_globals()):
+            return torch.load(filename, map_location=map_location, weights_only=True,
+                              mmap=mmap)
+    except pickle.UnpicklingError as err:
+        raise CheckpointLoadError(
+            f'Checkpoint {filename!r} holds an object mmrepro does not load: '
+            f'{_first_line(err)}. Checkpoints written by MMEngine/mmrepro load safely; '
+            'this one may come from another tool or have been tampered with. If you '
+            'trust the file and its origin, convert it with '
+            'torch.load(..., weights_only=False) yourself; mmrepro never unpickles '
+            'arbitrary objects.') from err
+    except (RuntimeError, EOFError, OSError) as err:
+        raise CheckpointLoadError(
+            f'Checkpoint {filename!r} cannot be read ({_first_line(err)}); it is '
+            'probably truncated (a run killed while saving) or corrupt. Resume from '
+            'an earlier checkpoint; nothing was written.') from err
+
+
+def peek(filename: str) -> Optional[dict]:
+    """Memory-map a checkpoint and return it (tensors are read lazily)."""
+    try:
+        return safe_load(filename, map_location='cpu', mmap=True)
+    except CheckpointLoadError:
+        raise
+    except Exception as err:  # mmap unsupported (legacy format): read it
+        if 'mmap' not in str(err):
+            raise
+        return safe_load(filename, map_location='cpu')
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__

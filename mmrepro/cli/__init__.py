@@ -1,0 +1,1 @@
+"""Logic behind the scripts in ``tools/`` (the scripts stay thin)."""

@@ -1,0 +1,182 @@
+"""``tools/train.py``: MMDetection 3.x's training entry point, made reproducible.
+
+Same arguments as MMDetection's ``tools/train.py`` plus ``--seed``,
+``--deterministic`` and ``--diff-rank-seed`` (CLI over config).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import os.path as osp
+from typing import List, Optional
+
+from ..seeding import CUBLAS_WORKSPACE_DEFAULT, check_seed, validate_randomness
+
+HOOK_TYPE = 'ReproducibilityHook'
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """Parse MMDetection's training arguments and mmrepro's seeding flags."""
+    from mmengine.config import DictAction
+    parser = argparse.ArgumentParser(description='Train a detector, reproducibly (mmrepro)')
+    parser.add_argument('config', help='train config file path')
+    parser.add_argument('--work-dir', help='the dir to save logs and models')
+    parser.add_argument('--amp', action='store_true', default=False,
+                        help='enable automatic-mixed-precision training')
+    parser.add_argument('--auto-scale-lr', action='store_true',
+                        help='enable automatically scaling LR.')
+    parser.add_argument(
+        '--resume', nargs='?', type=str, const='auto',
+        help='If specify checkpoint path, resume from it, while if not specify, try to '
+        'auto resume from the latest checkpoint in the work directory.')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction,
+        help='override some settings in the used config, the key-value pair in xxx=yyy '
+        'format will be merged into config file.')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
+                        default='none', help='job launcher')
+    # When using PyTorch version >= 2.0.0, the `torch.distributed.launch`
+    # will pass the `--local-rank` parameter to `tools/train.py` instead
+    # of `--local_rank`.
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    parser.add_argument('--seed', type=_seed_arg, default=None,
+                        help='random seed (overrides randomness.seed)')
+    parser.add_argument('--deterministic', action='store_true', default=None,
+                        help='deterministic algorithms (overrides randomness.deterministic)')
+    parser.add_argument('--diff-rank-seed', action='store_true', default=None,
+                        help='a different seed per rank (overrides randomness.diff_rank_seed)')
+    args = parser.parse_args(argv)
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args
+
+
+def _seed_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f'--seed must be an integer in [0, 2**32 - 1], got {text!r}') from None
+    try:
+        return check_seed(value, '--seed')
+    except (TypeError, ValueError) as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def build_config(args: argparse.Namespace):
+    """Load the config and apply the CLI, as MMDetection's ``tools/train.py`` does.
+
+    Adds what mmrepro enforces: ``randomness`` validated with CLI overrides, the
+    ``ReproducibilityHook`` in ``custom_hooks`` and ``mmrepro`` in
+    ``custom_imports``.
+    """
+    from mmengine.config import Config
+    cfg = Config.fromfile(args.config)
+    cfg.launcher = args.launcher
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir', None) is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+
+    if args.amp:
+        _enable_amp(cfg)
+    if args.auto_scale_lr:
+        if 'auto_scale_lr' in cfg and 'enable' in cfg.auto_scale_lr and \
+                'base_batch_size' in cfg.auto_scale_lr:
+            cfg.auto_scale_lr.enable = True
+        else:
+            raise RuntimeError('Can not find "auto_scale_lr" or '
+                               '"auto_scale_lr.enable" or '
+                               '"auto_scale_lr.base_batch_size" in your'
+                               ' configuration file.')
+    if args.resume == 'auto':
+        cfg.resume = True
+        cfg.load_from = None
+    elif args.resume is not None:
+        cfg.resume = True
+        cfg.load_from = args.resume
+
+    randomness = dict(cfg.get('randomness') or {})
+    for key in ('seed', 'deterministic', 'diff_rank_seed'):
+        value = getattr(args, key)
+        if value is not None:
+            randomness[key] = value
+    validate_randomness(randomness)  # fail before anything is built or written
+    cfg.randomness = randomness
+
+    imports = cfg.get('custom_imports') or dict(imports=[], allow_failed_imports=False)
+    if 'mmrepro' not in imports.get('imports', []):
+        imports['imports'] = list(imports.get('imports', [])) + ['mmrepro']
+    cfg.custom_imports = imports
+    hooks = list(cfg.get('custom_hooks') or [])
+    if not any(isinstance(h, dict) and h.get('type') in (HOOK_TYPE, f'mmrepro.{HOOK_TYPE}')
+               for h in hooks):
+        hooks.append(dict(type=HOOK_TYPE))
+    cfg.custom_hooks = hooks
+    return cfg
+
+
+def _enable_amp(cfg) -> None:
+    from mmengine.logging import print_log
+    optim_wrapper = cfg.optim_wrapper.type
+    if optim_wrapper == 'AmpOptimWrapper':
+        print_log('AMP training is already enabled in your config.', logger='current')
+    else:
+        assert optim_wrapper == 'OptimWrapper', (
+            '`--amp` is only supported when the optimizer wrapper type is '
+            f'`OptimWrapper` but got {optim_wrapper}.')
+        cfg.optim_wrapper.type = 'AmpOptimWrapper'
+        cfg.optim_wrapper.loss_scale = 'dynamic'
+
+
+def prepare_environment(randomness: dict) -> None:
+    """Set what must be in the environment before CUDA / cuBLAS start."""
+    if randomness.get('deterministic'):
+        os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', CUBLAS_WORKSPACE_DEFAULT)
+    if randomness.get('seed') is not None:
+        os.environ.setdefault('PYTHONHASHSEED', str(randomness['seed']))
+
+
+def main(argv: Optional[List[str]] = None):
+    """Train the config; return the Runner."""
+    args = parse_args(argv)
+    cfg = build_config(args)
+    prepare_environment(cfg.randomness)
+    from mmengine.registry import RUNNERS
+    from mmengine.runner import Runner
+    try:
+        from mmdet.utils import setup_cache_size_limit_of_dynamo
+        setup_cache_size_limit_of_dynamo()
+    except ImportError:
+        pass
+    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    runner.train()
+    _report(runner)
+    return runner
+
+
+def _report(runner) -> None:
+    from mmengine.dist import is_main_process
+    if not is_main_process():
+        return
+    from mmengine.runner.checkpoint import find_latest_checkpoint
+    last = find_latest_checkpoint(runner.work_dir)
+    lines = [
+        'mmrepro: training finished',
+        f'  seed:        {runner.seed}',
+        f'  checkpoint:  {last}',
+        f'  log:         {osp.join(runner.log_dir, runner.timestamp + ".log")}',
+        f'  config dump: {osp.join(runner.work_dir, _config_name(runner))}',
+    ]
+    record = osp.join(runner.log_dir, 'run_record.json')
+    if osp.exists(record):
+        lines.append(f'  run record:  {record}')
+    runner.logger.info('\n'.join(lines))
+
+
+def _config_name(runner) -> str:
+    filename = runner.cfg.filename
+    return osp.basename(filename) if filename else f'{runner.timestamp}.py'

@@ -1,0 +1,106 @@
+"""Turn a DataLoader built by MMEngine into one whose randomness ignores workers."""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from typing import Any
+
+import torch
+from mmengine.logging import print_log
+from torch.utils.data import DataLoader
+
+from .sample_fetch import install_sample_seeding
+from .seeded_batch_sampler import SeededBatchSampler
+from .seeds import LOADER, derive_seed
+from .worker_init import worker_init_fn
+
+#: DataLoader arguments that are replaced (not copied) when the loader is rebuilt.
+_REPLACED = {'self', 'dataset', 'batch_size', 'shuffle', 'sampler', 'batch_sampler',
+             'drop_last', 'generator', 'worker_init_fn'}
+
+#: Transforms that keep samples across calls, per worker process.
+_CACHING_TRANSFORMS = ('CachedMosaic', 'CachedMixUp')
+
+
+def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: int = 1,
+                      diff_rank_seed: bool = False, sample_seeding: bool = True) -> DataLoader:
+    """Rebuild ``loader`` so its randomness depends on the run's seed only.
+
+    - It gets its own ``torch.Generator`` seeded from ``seed``: creating an
+      iterator (validation included) no longer draws from the global torch RNG.
+    - Its workers are seeded by :func:`~mmrepro.data.worker_init.worker_init_fn`
+      (unless the config names its own ``worker_init_fn``).
+    - With ``sample_seeding``, every index carries the key ``(seed, epoch,
+      position, index)`` and the dataset seeds the RNGs from it before each
+      sample's pipeline, so augmentation is the same with any ``num_workers``,
+      ``persistent_workers`` or ``prefetch_factor``.
+
+    Args:
+        loader: A DataLoader as built by ``Runner.build_dataloader``.
+        seed: The run's seed, the same on every rank.
+        rank: This process's rank.
+        world_size: Number of ranks.
+        diff_rank_seed: Give each rank its own augmentation stream.
+        sample_seeding: Seed every sample's pipeline. Defaults to True.
+
+    Returns:
+        DataLoader: A new loader over the same dataset, sampler and batch sampler.
+    """
+    if loader.batch_sampler is None:  # batch_size=None: nothing mmrepro can key
+        return loader
+    batch_sampler = loader.batch_sampler
+    if sample_seeding:
+        if install_sample_seeding(loader.dataset):
+            batch_sampler = SeededBatchSampler(batch_sampler, seed, rank, world_size,
+                                               diff_rank_seed)
+            _warn_caching_transforms(loader.dataset)
+        else:
+            print_log(
+                f'mmrepro: {type(loader.dataset).__name__} defines its own batched '
+                '`__getitems__`, so per-sample seeding is off for it: augmentation will '
+                'depend on num_workers.', logger='current', level=logging.WARNING)
+    kwargs = {name: getattr(loader, name)
+              for name in inspect.signature(DataLoader.__init__).parameters
+              if name not in _REPLACED and hasattr(loader, name)}
+    if loader.num_workers == 0:
+        kwargs.pop('prefetch_factor', None)
+    init_fn = loader.worker_init_fn
+    if init_fn is None or _is_mmengine_default(init_fn):
+        init_fn = functools.partial(worker_init_fn, seed=seed, rank=rank)
+    generator = torch.Generator()
+    generator.manual_seed(derive_seed(LOADER, seed, rank))
+    rebuilt = DataLoader(loader.dataset, batch_sampler=batch_sampler, generator=generator,
+                         worker_init_fn=init_fn, **kwargs)
+    # Keep `loader.sampler` what MMEngine built (DistSamplerSeedHook and users read
+    # it); DataLoader only uses it when there is no batch sampler.
+    object.__setattr__(rebuilt, 'sampler', loader.sampler)
+    return rebuilt
+
+
+def _is_mmengine_default(fn: Any) -> bool:
+    from mmengine.dataset import worker_init_fn as default
+    return isinstance(fn, functools.partial) and fn.func is default
+
+
+def _warn_caching_transforms(dataset: Any) -> None:
+    names = _transform_names(dataset)
+    cached = sorted(set(names) & set(_CACHING_TRANSFORMS))
+    if cached:
+        print_log(
+            f'mmrepro: {cached} keep a cache of earlier samples in each worker process; '
+            'the images they mix in depend on which worker handled which sample, so '
+            'results differ between num_workers settings (reruns with the same '
+            'num_workers still match). Use Mosaic/MixUp with MultiImageMixDataset for '
+            'worker-independent results.', logger='current', level=logging.WARNING)
+
+
+def _transform_names(dataset: Any, depth: int = 0) -> list:
+    if depth > 4 or dataset is None:
+        return []
+    names = [type(t).__name__ for t in getattr(getattr(dataset, 'pipeline', None),
+                                                'transforms', [])]
+    inner = [getattr(dataset, 'dataset', None)] + list(getattr(dataset, 'datasets', []))
+    for sub in inner:
+        names += _transform_names(sub, depth + 1)
+    return names

@@ -1,0 +1,62 @@
+"""Per-sample seeding at fetch time: the hook torch's DataLoader fetcher calls."""
+from __future__ import annotations
+
+from typing import Any, List, Sequence
+
+import torch.utils.data
+
+from .rng_state import get_host_states, seed_host_rngs, set_host_states
+from .seeded_index import SeededIndex
+
+
+class SampleSeedingFetch:
+    """Fetch a batch, seeding the process's RNGs from each index's key first.
+
+    Installed as the dataset *instance* attribute ``__getitems__``, which torch's
+    map-style fetcher calls with the batch's indices in whatever process runs the
+    pipeline (a worker, or the main process when ``num_workers=0``). The dataset's
+    class, attributes and ``__getitem__`` are untouched.
+
+    In the main process the RNG states are restored afterwards, so the model's own
+    draws (RPN/RCNN proposal sampling, dropout) are the same whatever the loader
+    does; in a worker that work is skipped (the next sample reseeds anyway).
+
+    Args:
+        dataset: The map-style dataset the DataLoader reads.
+    """
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __call__(self, indices: Sequence[int]) -> List[Any]:
+        in_worker = torch.utils.data.get_worker_info() is not None
+        saved = None if in_worker else get_host_states()
+        try:
+            out = []
+            for index in indices:
+                if isinstance(index, SeededIndex):
+                    seed_host_rngs(index.key)
+                    out.append(self.dataset[int(index)])
+                else:
+                    out.append(self.dataset[index])
+            return out
+        finally:
+            if saved is not None:
+                set_host_states(saved)
+
+
+def install_sample_seeding(dataset: Any) -> bool:
+    """Install :class:`SampleSeedingFetch` on ``dataset``; idempotent.
+
+    Returns:
+        bool: False when the dataset's class defines its own ``__getitems__`` (a
+        batched fetch mmrepro cannot seed per sample); the dataset is left as is.
+    """
+    current = dataset.__dict__.get('__getitems__') if hasattr(dataset, '__dict__') else None
+    if isinstance(current, SampleSeedingFetch):
+        return True
+    if getattr(type(dataset), '__getitems__', None) is not None:
+        return False
+    dataset.__getitems__ = SampleSeedingFetch(dataset)
+    return True
+

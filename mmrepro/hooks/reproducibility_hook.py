@@ -1,0 +1,182 @@
+"""ReproducibilityHook: RNG state and data position in checkpoints, exact resume."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from mmengine.dist import all_gather_object
+from mmengine.hooks import CheckpointHook, Hook
+from mmengine.registry import HOOKS
+from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
+
+from ..data.rng_state import capture_rng_state, restore_rng_state
+from ..data.seeded_batch_sampler import SeededBatchSampler
+from ..patches.epoch_loop import OFFSET_ATTR
+from ..patches.runner_randomness import SETTINGS_ATTR
+from ..resume_state import NOT_RESTORED, build_section, check_section
+from ..seeding import get_rank, get_world_size
+from .fast_forward import FastForwardIterator
+
+
+@HOOKS.register_module()
+class ReproducibilityHook(Hook):
+    """Write RNG state and data position into checkpoints; restore them on resume.
+
+    Every checkpoint gets an ``mmrepro`` section (see
+    :mod:`mmrepro.resume_state`): the seed, the python/numpy/torch/CUDA RNG
+    states of every rank, and the data position (sampler epoch and batches
+    consumed). On resume the train loader skips the consumed batches at the index
+    level, each rank's RNG states are restored right before the first unseen
+    iteration, and the loop numbers batches as the original run did, so the
+    resumed run ends with the same weights, byte for byte.
+
+    Its priority (85) places it after the logger and scheduler hooks and before
+    ``CheckpointHook`` (VERY_LOW, 90), so the states it captures are those of the
+    moment the checkpoint is written.
+    """
+
+    priority = 85
+
+    def __init__(self) -> None:
+        self._position: Optional[Dict[str, int]] = None
+        self._gathered: Optional[List[Dict[str, Any]]] = None
+        self._resumed: Optional[Dict[str, Any]] = None
+
+    # ----------------------------------------------------------------- saving
+    def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None,
+                         outputs: Any = None) -> None:
+        """Record the data position after this batch (and gather RNG if a save is due)."""
+        loop = runner.train_loop
+        if isinstance(loop, IterBasedTrainLoop):
+            epoch = self._loader_epoch(runner)
+            self._position = (dict(epoch=epoch, batches=runner.iter + 1)
+                              if epoch is not None else None)
+        else:
+            self._position = dict(epoch=runner.epoch, batches=batch_idx + 1)
+        self._gather_if_due(runner, by_epoch=False)
+
+    def after_train_epoch(self, runner) -> None:
+        """The next pass starts a new sampler epoch at batch 0."""
+        if isinstance(runner.train_loop, EpochBasedTrainLoop):
+            self._position = dict(epoch=runner.epoch + 1, batches=0)
+        self._gather_if_due(runner, by_epoch=True)
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        """Add the ``mmrepro`` section to the checkpoint being written (rank 0)."""
+        settings = getattr(runner, SETTINGS_ATTR, None)
+        if settings is None:
+            return
+        world_size = get_world_size()
+        rng = self._gathered if self._gathered is not None else [capture_rng_state()]
+        self._gathered = None
+        if len(rng) != world_size:
+            runner.logger.warning(
+                'mmrepro: this checkpoint is saved outside CheckpointHook\'s schedule, so '
+                'only rank 0\'s RNG state was captured; it will not resume exactly.')
+            rng = [rng[0]] * world_size
+        loop = 'iter' if isinstance(runner.train_loop, IterBasedTrainLoop) else 'epoch'
+        checkpoint['mmrepro'] = build_section(
+            settings['seed'], settings, world_size, self._batch_size(runner), loop,
+            self._position, rng)
+
+    # --------------------------------------------------------------- resuming
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        """Validate the checkpoint's section against this run; keep it for restoring."""
+        if not runner._resume:
+            return
+        section = checkpoint.get('mmrepro')
+        if section is None:
+            runner.logger.warning(
+                'mmrepro: the checkpoint being resumed has no mmrepro state (written '
+                'without mmrepro?). Cannot restore: ' + '; '.join(NOT_RESTORED) +
+                '. The resumed run will not match an uninterrupted one bit for bit.')
+            return
+        section = check_section(section)
+        world_size, batch_size = get_world_size(), self._batch_size(runner)
+        mismatch = []
+        if section['world_size'] != world_size:
+            mismatch.append(f"world size {section['world_size']} -> {world_size}")
+        if section.get('batch_size') not in (None, batch_size):
+            mismatch.append(f"per-rank batch size {section['batch_size']} -> {batch_size}")
+        if mismatch:
+            scale = runner.auto_scale_lr or {}
+            if not scale.get('enable', False):
+                raise ValueError(
+                    f"mmrepro: cannot resume exactly: {', '.join(mismatch)} between the "
+                    'checkpoint and this run. Resume with the same number of processes and '
+                    'train_dataloader.batch_size, or set auto_scale_lr=dict(enable=True, '
+                    '...) to continue without bitwise reproducibility.')
+            runner.logger.warning(
+                f"mmrepro: {', '.join(mismatch)}; auto_scale_lr is enabled, so training "
+                'continues, but RNG states and data position are not restored and the '
+                'result will differ from an uninterrupted run.')
+            return
+        self._resumed = section
+
+    def before_train(self, runner) -> None:
+        """Restore RNG state and position the data right before the first new iteration."""
+        section, self._resumed = self._resumed, None
+        if section is None:
+            return
+        restore_rng_state(section['rng'][get_rank()])
+        position = section.get('position')
+        self._position = position
+        if not position:
+            return
+        loop = runner.train_loop
+        sampler = loop.dataloader.batch_sampler
+        if not isinstance(sampler, SeededBatchSampler):
+            runner.logger.warning('mmrepro: sample seeding is off, so the data position '
+                                  'is not restored.')
+            return
+        target = (position['epoch'], position['batches'])
+        if isinstance(loop, IterBasedTrainLoop):
+            if sampler.positioned == target:
+                loop.dataloader_iterator = FastForwardIterator(loop.dataloader_iterator,
+                                                               loop.iter)
+            else:  # not positioned before the loop's iterator started: MMEngine replays
+                runner.logger.info('mmrepro: the loader was built before the checkpoint '
+                                   'was known; replaying the skipped batches instead.')
+        else:
+            if sampler.positioned != target:
+                sampler.resume_at(*target)
+            setattr(loop, OFFSET_ATTR, position['batches'])
+        runner.logger.info(f'mmrepro: resumed RNG states and data position '
+                           f"(sampler epoch {target[0]}, {target[1]} batches done).")
+
+    # ---------------------------------------------------------------- helpers
+    @staticmethod
+    def _batch_size(runner) -> Optional[int]:
+        loader = runner.train_dataloader
+        return getattr(loader, 'batch_size', None) or getattr(
+            loader.batch_sampler, 'batch_size', None)
+
+    @staticmethod
+    def _loader_epoch(runner) -> Optional[int]:
+        """Sampler epoch for an iteration loop; None if the stream is not infinite."""
+        sampler = runner.train_dataloader.batch_sampler
+        if not isinstance(sampler, SeededBatchSampler):
+            return None
+        if hasattr(sampler.sampler, 'epoch'):  # a finite sampler restarted by the loop
+            return None
+        return sampler.current_epoch()
+
+    def _gather_if_due(self, runner, by_epoch: bool) -> None:
+        if get_world_size() == 1 or not self._checkpoint_due(runner, by_epoch):
+            return
+        self._gathered = all_gather_object(capture_rng_state())
+
+    @staticmethod
+    def _checkpoint_due(runner, by_epoch: bool) -> bool:
+        """Whether a CheckpointHook saves at this point (its own test, asked)."""
+        for hook in runner.hooks:
+            if not isinstance(hook, CheckpointHook) or hook.by_epoch != by_epoch:
+                continue
+            if by_epoch:
+                due = hook.every_n_epochs(runner, hook.interval, hook.save_begin) or (
+                    hook.save_last and hook.is_last_train_epoch(runner))
+            else:
+                due = hook.every_n_train_iters(runner, hook.interval, hook.save_begin) or (
+                    hook.save_last and hook.is_last_train_iter(runner))
+            if due:
+                return True
+        return False

@@ -1,0 +1,88 @@
+"""Route ``Runner.set_randomness`` through mmrepro's seeding core."""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Optional
+
+from mmengine.logging import print_log
+from mmengine.runner import Runner
+from mmengine.runner.checkpoint import find_latest_checkpoint
+
+from ..checkpoint_io import peek
+from ..seeding import init_random_seed, set_random_seed, validate_randomness
+
+#: Runner attribute holding the validated settings (seed materialised).
+SETTINGS_ATTR = '_mmrepro_settings'
+#: Runner attribute holding what was read from the checkpoint to resume, if any.
+RESUME_ATTR = '_mmrepro_resume'
+
+
+def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> None:
+    """``Runner.set_randomness`` with validation and a seed that is never None.
+
+    On the first call (from ``Runner.__init__``), when the config resumes, the
+    checkpoint to resume is peeked at (memory-mapped) so that its seed and data
+    position are known before any sampler or DataLoader is built. Without a seed in
+    the config, one is drawn on rank 0 and broadcast. The seed is written back into
+    ``randomness`` of the runner's config, so the config dump and every checkpoint
+    meta record it.
+
+    Args:
+        seed: ``randomness.seed``.
+        **kwargs: The other ``randomness`` keys (see
+            :data:`mmrepro.seeding.RANDOMNESS_DEFAULTS`).
+    """
+    settings = validate_randomness(dict(kwargs, seed=seed))
+    first_call = not hasattr(self, SETTINGS_ATTR)
+    if first_call:
+        setattr(self, RESUME_ATTR, _peek_resume_checkpoint(self))
+    resume = getattr(self, RESUME_ATTR)
+    source = 'config'
+    if first_call and resume is not None and resume['seed'] is not None:
+        if settings['seed'] is not None and settings['seed'] != resume['seed']:
+            print_log(
+                f"mmrepro: randomness.seed={settings['seed']} differs from the seed "
+                f"{resume['seed']} of the checkpoint being resumed ({resume['path']}); "
+                'using the checkpoint\'s so the resumed run continues the original.',
+                logger='current', level=logging.WARNING)
+        settings['seed'] = resume['seed']
+        source = f"checkpoint {resume['path']}"
+    if settings['seed'] is None:
+        settings['seed'] = init_random_seed()
+        source = 'drawn on rank 0 and broadcast; pass it back with --seed to rerun'
+    base_seed = settings['seed']
+    self._randomness_cfg = dict(settings)
+    self.cfg['randomness'] = {**dict(self.cfg.get('randomness') or {}), 'seed': base_seed}
+    os.environ.setdefault('PYTHONHASHSEED', str(base_seed))
+    self._deterministic = settings['deterministic']
+    self._seed = set_random_seed(
+        base_seed, deterministic=settings['deterministic'],
+        diff_rank_seed=settings['diff_rank_seed'], warn_only=settings['warn_only'],
+        fill_uninitialized_memory=settings['fill_uninitialized_memory'])
+    setattr(self, SETTINGS_ATTR, settings)
+    if first_call:
+        print_log(f'mmrepro: seed {base_seed} ({source}); deterministic='
+                  f"{settings['deterministic']}, diff_rank_seed="
+                  f"{settings['diff_rank_seed']}, sample_seeding="
+                  f"{settings['sample_seeding']}", logger='current')
+
+
+def _peek_resume_checkpoint(runner: Runner) -> Optional[dict]:
+    """Read seed and mmrepro state of the checkpoint the config resumes, if any."""
+    cfg = runner.cfg
+    if not cfg.get('resume', False):
+        return None
+    path = cfg.get('load_from') or find_latest_checkpoint(runner._work_dir)
+    if not path or '://' in str(path):
+        return None
+    checkpoint = peek(path)
+    if not isinstance(checkpoint, dict):
+        return None
+    meta = checkpoint.get('meta') or {}
+    return dict(path=path, seed=meta.get('seed'), state=checkpoint.get('mmrepro'))
+
+
+def apply() -> None:
+    """Install :func:`set_randomness` on MMEngine's Runner."""
+    Runner.set_randomness = set_randomness

@@ -1,0 +1,231 @@
+"""Seeding core: validate ``randomness`` settings, draw and broadcast seeds, seed RNGs.
+
+These are the functions MMEngine's ``Runner.set_randomness`` is routed through once
+:mod:`mmrepro` is imported (see :mod:`mmrepro.patches`).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+from typing import Any, Dict, Mapping, Optional, Union
+
+import numpy as np
+import torch
+
+MAX_SEED = 2**32 - 1
+
+#: Accepted keys of the ``randomness`` config dict, with their defaults.
+RANDOMNESS_DEFAULTS: Dict[str, Any] = dict(
+    seed=None,
+    deterministic=False,
+    diff_rank_seed=False,
+    sample_seeding=True,
+    warn_only=False,
+    strict=False,
+    fill_uninitialized_memory=None,
+)
+
+#: Value of ``CUBLAS_WORKSPACE_CONFIG`` mmrepro sets when it is missing.
+CUBLAS_WORKSPACE_DEFAULT = ':4096:8'
+
+_BOOL_KEYS = ('deterministic', 'diff_rank_seed', 'sample_seeding', 'warn_only', 'strict')
+
+
+def check_seed(seed: Any, key: str = 'randomness.seed') -> int:
+    """Return ``seed`` if it is a valid seed, else raise.
+
+    Args:
+        seed: The value to check.
+        key: Name of the setting, used in the error message.
+
+    Returns:
+        int: ``seed`` as a plain ``int``.
+
+    Raises:
+        TypeError: ``seed`` is not an int (``bool`` is rejected too).
+        ValueError: ``seed`` is outside ``[0, 2**32 - 1]``.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(
+            f'{key} must be an int in [0, {MAX_SEED}], got {seed!r} '
+            f'({type(seed).__name__}). Set it to a whole number, e.g. '
+            f'`randomness=dict(seed=42)` or `--seed 42`.')
+    seed = int(seed)
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(
+            f'{key} must be in [0, {MAX_SEED}] (2**32 - 1), got {seed}. '
+            f'Pick a seed in that range, e.g. `{seed % (MAX_SEED + 1)}`.')
+    return seed
+
+
+def check_flag(value: Any, key: str) -> bool:
+    """Return ``value`` if it is a bool, else raise a TypeError naming ``key``."""
+    if not isinstance(value, bool):
+        raise TypeError(
+            f'{key} must be True or False, got {value!r} ({type(value).__name__}). '
+            f'Write `{key.split(".")[-1]}=True` or `=False` in the config.')
+    return value
+
+
+def validate_randomness(randomness: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """Validate a ``randomness`` config dict and fill in the defaults.
+
+    Args:
+        randomness: The ``randomness`` dict of a config (``None`` means empty).
+
+    Returns:
+        dict: A new dict with every key of :data:`RANDOMNESS_DEFAULTS`.
+
+    Raises:
+        TypeError: ``randomness`` is not a dict, or a value has the wrong type.
+        ValueError: an unknown key, or a seed out of range.
+    """
+    if randomness is None:
+        randomness = {}
+    if not isinstance(randomness, Mapping):
+        raise TypeError(
+            f'`randomness` must be a dict such as dict(seed=0, deterministic=True), '
+            f'got {randomness!r} ({type(randomness).__name__}).')
+    unknown = sorted(set(randomness) - set(RANDOMNESS_DEFAULTS))
+    if unknown:
+        raise ValueError(
+            f'Unknown key(s) {unknown} in `randomness`; accepted keys are '
+            f'{sorted(RANDOMNESS_DEFAULTS)}. Check the spelling or remove them.')
+    out = dict(RANDOMNESS_DEFAULTS)
+    out.update(randomness)
+    if out['seed'] is not None:
+        out['seed'] = check_seed(out['seed'])
+    for key in _BOOL_KEYS:
+        check_flag(out[key], f'randomness.{key}')
+    if out['fill_uninitialized_memory'] is not None:
+        check_flag(out['fill_uninitialized_memory'], 'randomness.fill_uninitialized_memory')
+    return out
+
+
+def _dist_ready() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def get_rank() -> int:
+    """Rank of this process (0 when torch.distributed is not initialised)."""
+    return torch.distributed.get_rank() if _dist_ready() else 0
+
+
+def get_world_size() -> int:
+    """World size (1 when torch.distributed is not initialised)."""
+    return torch.distributed.get_world_size() if _dist_ready() else 1
+
+
+def _broadcast_device(device: Optional[Union[str, torch.device]]) -> torch.device:
+    if device is not None:
+        return torch.device(device)
+    if torch.distributed.get_backend() == 'nccl':
+        return torch.device('cuda', torch.cuda.current_device())
+    return torch.device('cpu')
+
+
+def init_random_seed(seed: Optional[int] = None,
+                     device: Optional[Union[str, torch.device]] = None) -> int:
+    """Return the run's seed: ``seed`` if given, else one drawn on rank 0 and broadcast.
+
+    The draw uses the operating system's entropy, not a global RNG, so it does not
+    depend on (or disturb) any seeding done earlier in the process. Every rank
+    returns rank 0's value. Works without torch.distributed initialised.
+
+    Args:
+        seed: A seed to use as is. Defaults to None (draw one).
+        device: Device of the broadcast tensor. Defaults to None: ``cuda`` for
+            NCCL, ``cpu`` otherwise (gloo, mpi).
+
+    Returns:
+        int: A seed in ``[0, 2**32 - 1]``, the same on every rank.
+    """
+    if seed is not None:
+        return check_seed(seed, 'seed')
+    drawn = int.from_bytes(os.urandom(4), 'little')
+    if not _dist_ready() or get_world_size() == 1:
+        return drawn
+    tensor = torch.tensor(drawn, dtype=torch.int64, device=_broadcast_device(device))
+    torch.distributed.broadcast(tensor, src=0)
+    return int(tensor.item())
+
+
+def ensure_cublas_workspace_config() -> None:
+    """Make sure ``CUBLAS_WORKSPACE_CONFIG`` is set before cuBLAS first runs.
+
+    cuBLAS reads the variable when its handle is created, so it is set here if CUDA
+    has not started yet. If CUDA is already initialised without it, deterministic
+    GEMMs cannot be guaranteed any more and this raises.
+
+    Raises:
+        RuntimeError: CUDA is initialised and the variable is missing.
+    """
+    if os.environ.get('CUBLAS_WORKSPACE_CONFIG'):
+        return
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        raise RuntimeError(
+            'deterministic=True needs CUBLAS_WORKSPACE_CONFIG to be set before CUDA '
+            'starts, but CUDA is already initialised and the variable is missing. '
+            f'Fix: `export CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE_DEFAULT}` before '
+            'launching, or start training with mmrepro\'s tools/train.py, which sets it.')
+    os.environ['CUBLAS_WORKSPACE_CONFIG'] = CUBLAS_WORKSPACE_DEFAULT
+
+
+def set_deterministic(deterministic: bool,
+                      warn_only: bool = False,
+                      fill_uninitialized_memory: Optional[bool] = None) -> None:
+    """Switch PyTorch's deterministic mode on or off.
+
+    Args:
+        deterministic: Turn deterministic algorithms and cuDNN determinism on.
+        warn_only: With ``deterministic``, warn instead of raising on an op that has
+            no deterministic implementation. Defaults to False.
+        fill_uninitialized_memory: Set
+            ``torch.utils.deterministic.fill_uninitialized_memory``; None keeps
+            PyTorch's default (True). Defaults to None.
+    """
+    if not deterministic:
+        return
+    ensure_cublas_workspace_config()
+    if torch.backends.cudnn.benchmark:
+        logging.getLogger('mmrepro').warning(
+            'torch.backends.cudnn.benchmark was True; set to False for determinism.')
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True, warn_only=warn_only)
+    if fill_uninitialized_memory is not None:
+        torch.utils.deterministic.fill_uninitialized_memory = fill_uninitialized_memory
+
+
+def set_random_seed(seed: int,
+                    deterministic: bool = False,
+                    diff_rank_seed: bool = False,
+                    warn_only: bool = False,
+                    fill_uninitialized_memory: Optional[bool] = None) -> int:
+    """Seed python ``random``, numpy's global RNG, torch CPU and every CUDA device.
+
+    Args:
+        seed: The run's seed, an int in ``[0, 2**32 - 1]``.
+        deterministic: Also switch on deterministic algorithms (see
+            :func:`set_deterministic`). Defaults to False.
+        diff_rank_seed: Add the rank to the seed so each rank draws its own stream.
+            Defaults to False.
+        warn_only: Passed to :func:`set_deterministic`. Defaults to False.
+        fill_uninitialized_memory: Passed to :func:`set_deterministic`.
+
+    Returns:
+        int: The seed actually used (``seed + rank`` with ``diff_rank_seed``).
+    """
+    seed = check_seed(seed, 'seed')
+    check_flag(deterministic, 'deterministic')
+    check_flag(diff_rank_seed, 'diff_rank_seed')
+    if diff_rank_seed:
+        seed = (seed + get_rank()) % (MAX_SEED + 1)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # seeds every CUDA device too (lazily if not started)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    set_deterministic(deterministic, warn_only, fill_uninitialized_memory)
+    return seed

@@ -1,0 +1,2 @@
+"""mmrepro's version."""
+__version__ = '0.1.0'

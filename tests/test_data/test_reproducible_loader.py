@@ -1,0 +1,112 @@
+"""make_reproducible on real torch DataLoaders with mmengine samplers (no model)."""
+import random
+
+import numpy as np
+import pytest
+import torch
+from mmengine.dataset import DefaultSampler, InfiniteSampler
+from torch.utils.data import DataLoader, Dataset
+
+from mmrepro.data import make_reproducible
+from mmrepro.data.rng_state import get_host_states
+
+
+class RandomAugDataset(Dataset):
+    """Returns the index and draws from all three host RNGs, like an aug pipeline."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, idx):
+        return (int(idx), random.random(), float(np.random.rand()), float(torch.rand(1)))
+
+
+def _collate(batch):
+    return batch
+
+
+def _loader(num_workers, persistent=False, seed=0, epoch_sampler=DefaultSampler,
+            diff_rank_seed=False):
+    dataset = RandomAugDataset()
+    sampler = epoch_sampler(dataset, shuffle=True, seed=seed)
+    loader = DataLoader(dataset, sampler=sampler, batch_size=3, num_workers=num_workers,
+                        persistent_workers=persistent, collate_fn=_collate)
+    return make_reproducible(loader, seed, diff_rank_seed=diff_rank_seed), sampler
+
+
+def _epochs(loader, sampler, n=2):
+    out = []
+    for epoch in range(n):
+        sampler.set_epoch(epoch)
+        out.append([item for batch in loader for item in batch])
+    return out
+
+
+@pytest.mark.parametrize('num_workers, persistent', [(1, False), (2, True), (4, False)])
+def test_augmentation_independent_of_workers(num_workers, persistent):
+    reference = _epochs(*_loader(0))
+    assert _epochs(*_loader(num_workers, persistent)) == reference
+
+
+def test_new_streams_every_epoch_and_per_seed():
+    (e0, e1) = _epochs(*_loader(0))
+    draws = {item[0]: item[1:] for item in e0}
+    assert all(draws[item[0]] != item[1:] for item in e1)  # same sample, new epoch
+    (o0, _) = _epochs(*_loader(0, seed=1))
+    other = {item[0]: item[1:] for item in o0}
+    assert all(draws[i] != other[i] for i in draws)
+
+
+def test_main_process_rng_untouched_with_zero_workers():
+    torch.manual_seed(3)
+    random.seed(3)
+    np.random.seed(3)
+    before = get_host_states()
+    loader, sampler = _loader(0)
+    _epochs(loader, sampler)
+    after = get_host_states()
+    assert before[0] == after[0]
+    assert np.array_equal(before[1][1], after[1][1]) and before[1][2] == after[1][2]
+    assert torch.equal(before[2], after[2])
+
+
+def test_infinite_sampler_stream_and_resume_skip():
+    loader, _ = _loader(0, epoch_sampler=InfiniteSampler)
+    it = iter(loader)
+    full = [next(it) for _ in range(10)]
+    loader2, _ = _loader(2, epoch_sampler=InfiniteSampler)
+    loader2.batch_sampler.resume_at(0, 6)
+    it2 = iter(loader2)
+    assert [next(it2) for _ in range(4)] == full[6:]
+
+
+def test_epoch_resume_skips_at_index_level():
+    loader, sampler = _loader(0)
+    sampler.set_epoch(1)
+    full = list(loader)
+    loader2, sampler2 = _loader(2)
+    sampler2.set_epoch(1)
+    loader2.batch_sampler.resume_at(1, 2)
+    assert list(loader2) == full[2:]
+
+
+def test_loader_generator_isolates_global_torch_rng():
+    torch.manual_seed(0)
+    expected = torch.rand(1)
+    torch.manual_seed(0)
+    loader, _ = _loader(2)
+    for _ in range(2):
+        list(loader)  # each iterator draws a worker base seed from the loader's generator
+    assert torch.equal(torch.rand(1), expected)
+
+
+def test_diff_rank_seed_changes_augmentation():
+    (a,) = _epochs(*_loader(0), n=1)
+    (b,) = _epochs(*_loader(0, diff_rank_seed=True), n=1)
+    assert [x[0] for x in a] == [x[0] for x in b] and a != b
+
+
+def test_sampler_attribute_preserved():
+    loader, sampler = _loader(0)
+    assert loader.sampler is sampler and loader.batch_sampler.sampler is sampler
+    assert len(loader) == 4

@@ -1,0 +1,108 @@
+"""Seeding core: drawn numbers, validation messages, deterministic flags."""
+import os
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from mmrepro.seeding import (init_random_seed, set_deterministic, set_random_seed,
+                             validate_randomness)
+
+
+def _draw():
+    return (random.random(), float(np.random.rand()), float(torch.rand(1)))
+
+
+def test_set_random_seed_reproduces_every_stream():
+    assert set_random_seed(123) == 123
+    first = _draw()
+    set_random_seed(123)
+    assert _draw() == first
+    set_random_seed(124)
+    assert _draw() != first
+
+
+def test_diff_rank_seed_without_distributed_is_rank_zero():
+    assert set_random_seed(7, diff_rank_seed=True) == 7
+
+
+def test_init_random_seed_returns_given_and_draws_in_range():
+    assert init_random_seed(5) == 5
+    drawn = {init_random_seed() for _ in range(4)}
+    assert all(0 <= s < 2**32 for s in drawn)
+    assert len(drawn) > 1  # os entropy, not a global RNG
+
+
+def test_init_random_seed_ignores_global_seeding():
+    set_random_seed(0)
+    a = init_random_seed()
+    set_random_seed(0)
+    assert init_random_seed() != a  # same global state, new draw (1 in 2**32 to fail)
+
+
+@pytest.mark.parametrize('seed, exc, match', [
+    (True, TypeError, r'randomness.seed must be an int in \[0, 4294967295\], got True'),
+    ('1', TypeError, r"got '1' \(str\)"),
+    (1.5, TypeError, r'got 1.5 \(float\)'),
+    (-1, ValueError, r'must be in \[0, 4294967295\] \(2\*\*32 - 1\), got -1'),
+    (2**32, ValueError, r'got 4294967296'),
+])
+def test_bad_seed_messages(seed, exc, match):
+    with pytest.raises(exc, match=match):
+        validate_randomness(dict(seed=seed))
+
+
+def test_set_random_seed_rejects_bad_seed():
+    with pytest.raises(ValueError, match=r'seed must be in \[0, 4294967295\]'):
+        set_random_seed(2**32)
+    with pytest.raises(TypeError, match='seed must be an int'):
+        set_random_seed(None)
+
+
+def test_unknown_key_names_key_and_accepted_keys():
+    with pytest.raises(ValueError, match=r"Unknown key\(s\) \['sede'\] in `randomness`; "
+                       r"accepted keys are \['deterministic', 'diff_rank_seed'"):
+        validate_randomness(dict(sede=1))
+
+
+@pytest.mark.parametrize('key', ['deterministic', 'diff_rank_seed', 'sample_seeding'])
+def test_flags_must_be_bool(key):
+    with pytest.raises(TypeError, match=rf'randomness.{key} must be True or False, got 1 '
+                       r'\(int\)'):
+        validate_randomness({key: 1})
+
+
+def test_randomness_must_be_a_dict():
+    with pytest.raises(TypeError, match=r'`randomness` must be a dict'):
+        validate_randomness([('seed', 1)])
+
+
+def test_defaults_filled():
+    out = validate_randomness(dict(seed=3))
+    assert out['seed'] == 3 and out['deterministic'] is False
+    assert out['sample_seeding'] is True
+
+
+def test_deterministic_sets_flags_and_cublas(monkeypatch):
+    monkeypatch.delenv('CUBLAS_WORKSPACE_CONFIG', raising=False)
+    try:
+        set_random_seed(1, deterministic=True)
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert os.environ['CUBLAS_WORKSPACE_CONFIG'] == ':4096:8'
+        set_deterministic(True, warn_only=True)
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = False
+
+
+def test_cublas_error_when_cuda_already_started(monkeypatch):
+    monkeypatch.delenv('CUBLAS_WORKSPACE_CONFIG', raising=False)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'is_initialized', lambda: True)
+    with pytest.raises(RuntimeError, match=r'CUBLAS_WORKSPACE_CONFIG.*export '
+                       r'CUBLAS_WORKSPACE_CONFIG=:4096:8'):
+        set_deterministic(True)
+    assert not torch.are_deterministic_algorithms_enabled()

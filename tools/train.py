@@ -1,0 +1,11 @@
+#!/usr/bin/env python
+"""Train a detector with MMDetection 3.x, reproducibly. See README.md."""
+import os.path as osp
+import sys
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+from mmrepro.cli.train import main  # noqa: E402
+
+if __name__ == '__main__':
+    main()
