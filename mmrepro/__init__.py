@@ -10,8 +10,7 @@ from .checkpoint_io import CheckpointLoadError, safe_load
 from .data import make_reproducible, worker_init_fn
 from .hooks import ReproducibilityHook
 from .patches import apply_patches
-from .seeding import (RANDOMNESS_DEFAULTS, init_random_seed, set_random_seed,
-                      validate_randomness)
+from .seeding import RANDOMNESS_DEFAULTS, init_random_seed, set_random_seed, validate_randomness
 from .version import __version__
 
 apply_patches()

@@ -19,6 +19,23 @@ class CheckpointLoadError(ValueError):
     """A checkpoint could not be read: missing, truncated, corrupt or unsafe."""
 
 
+def history_buffer_getattr(obj: Any, name: str) -> Any:
+    """Stand-in for ``builtins.getattr`` while loading: statistics methods only.
+
+    Pickle protocol 2 stores ``HistoryBuffer``'s table of statistics methods
+    (``HistoryBuffer.min``, ...) as ``getattr(HistoryBuffer, 'min')``. Allowing the
+    real ``getattr`` would let a crafted file reach any attribute of any allowed
+    object; this resolves exactly those names and refuses everything else.
+    """
+    from mmengine.logging.history_buffer import HistoryBuffer
+    names = {'min', 'max', 'current', 'mean', *HistoryBuffer._statistics_methods}
+    if (obj is HistoryBuffer or isinstance(obj, HistoryBuffer)) and name in names:
+        return getattr(obj, name)
+    raise pickle.UnpicklingError(
+        f'getattr({obj!r:.60}, {name!r}) is not an attribute MMEngine '
+        'checkpoints use')
+
+
 def allowed_globals() -> List[Any]:
     """The non-tensor globals an MMEngine/mmrepro checkpoint may contain."""
     from mmengine.logging.history_buffer import HistoryBuffer
@@ -27,7 +44,7 @@ def allowed_globals() -> List[Any]:
         'float16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', 'uint8',
         'uint16', 'uint32', 'uint64', 'bool')]
     return [HistoryBuffer, core.multiarray._reconstruct, core.multiarray.scalar,
-            np.ndarray, np.dtype, *dtypes]
+            np.ndarray, np.dtype, *dtypes, (history_buffer_getattr, 'builtins.getattr')]
 
 
 def safe_load(filename: str, map_location: Union[str, Callable, None] = 'cpu',
@@ -58,7 +75,7 @@ def safe_load(filename: str, map_location: Union[str, Callable, None] = 'cpu',
     except pickle.UnpicklingError as err:
         raise CheckpointLoadError(
             f'Checkpoint {filename!r} holds an object mmrepro does not load: '
-            f'{_first_line(err)}. Checkpoints written by MMEngine/mmrepro load safely; '
+            f'{_unsupported(err)}. Checkpoints written by MMEngine/mmrepro load safely; '
             'this one may come from another tool or have been tampered with. If you '
             'trust the file and its origin, convert it with '
             'torch.load(..., weights_only=False) yourself; mmrepro never unpickles '
@@ -80,6 +97,19 @@ def peek(filename: str) -> Optional[dict]:
         if 'mmap' not in str(err):
             raise
         return safe_load(filename, map_location='cpu')
+
+
+def _unsupported(err: BaseException) -> str:
+    """The useful line of torch's weights_only refusal (what it refused)."""
+    boilerplate = ('Weights only load failed', 'Please file an issue', 'Check the documentation',
+                   '(1)', '(2)', 'In PyTorch 2.6')
+    for line in str(err).splitlines():
+        line = line.strip()
+        if line.startswith('WeightsUnpickler error:'):
+            line = line[len('WeightsUnpickler error:'):].strip()
+        if line and not line.startswith(boilerplate):
+            return line.rstrip(".")
+    return _first_line(err)
 
 
 def _first_line(err: BaseException) -> str:

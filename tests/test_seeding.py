@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from mmrepro.seeding import (init_random_seed, set_deterministic, set_random_seed,
-                             validate_randomness)
+from mmrepro.seeding import (
+    init_random_seed,
+    set_deterministic,
+    set_random_seed,
+    validate_randomness,
+)
 
 
 def _draw():

@@ -52,7 +52,8 @@ have mmdet 3.3.0 || { echo "[setup] installing $(pin mmdet)"; \
   "${pip[@]}" install -c "$constraints" pytest ruff
 
 # 5. mmrepro itself, editable.
-"$venv/bin/python" -c "import mmrepro" 2>/dev/null || {
+# (checked through the installed metadata: importing from the repo root would hide it)
+"$venv/bin/python" -c "import importlib.metadata as m; m.version('mmrepro')" 2>/dev/null || {
   echo "[setup] installing mmrepro (editable)"
   "${pip[@]}" install --no-build-isolation --no-deps -e "$root"; }
 

@@ -6,6 +6,3 @@ param_scheduler = [dict(type='MultiStepLR', by_epoch=True, milestones=[2], gamma
 optim_wrapper = dict(type='OptimWrapper',
                      optimizer=dict(type='SGD', lr=0.01, momentum=0.9, weight_decay=0.0001))
 auto_scale_lr = dict(enable=False, base_batch_size=2)
-default_hooks = dict(logger=dict(type='LoggerHook', interval=1),
-                     checkpoint=dict(type='CheckpointHook', interval=1))
-log_processor = dict(type='LogProcessor', window_size=1, by_epoch=True)

@@ -53,7 +53,7 @@ class IsolatedHostRNGs:
         set_host_states(outer)
         self._outer: Any = None
 
-    def __enter__(self) -> 'IsolatedHostRNGs':
+    def __enter__(self) -> IsolatedHostRNGs:
         self._outer = get_host_states()
         set_host_states(self._inner)
         return self

@@ -15,7 +15,7 @@ class SeededIndex(int):
 
     key: Tuple[int, ...]
 
-    def __new__(cls, index: int, key: Tuple[int, ...]) -> 'SeededIndex':
+    def __new__(cls, index: int, key: Tuple[int, ...]) -> SeededIndex:
         obj = super().__new__(cls, index)
         obj.key = key
         return obj

@@ -21,7 +21,7 @@ class FastForwardIterator:
         self._iterator = iterator
         self._free = free
 
-    def __iter__(self) -> 'FastForwardIterator':
+    def __iter__(self) -> FastForwardIterator:
         return self
 
     def __next__(self) -> Any:

@@ -1,9 +1,10 @@
 """ReproducibilityHook: RNG state and data position in checkpoints, exact resume."""
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, List, Optional
 
-from mmengine.dist import all_gather_object
+from mmengine.dist import all_gather_object, is_main_process
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.registry import HOOKS
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
@@ -13,6 +14,7 @@ from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..patches.epoch_loop import OFFSET_ATTR
 from ..patches.runner_randomness import SETTINGS_ATTR
 from ..resume_state import NOT_RESTORED, build_section, check_section
+from ..run_record import collect_run_record, write_run_record
 from ..seeding import get_rank, get_world_size
 from .fast_forward import FastForwardIterator
 
@@ -29,6 +31,14 @@ class ReproducibilityHook(Hook):
     iteration, and the loop numbers batches as the original run did, so the
     resumed run ends with the same weights, byte for byte.
 
+    It also writes the run record (:mod:`mmrepro.run_record`) into the log dir and
+    every checkpoint's meta, and with ``trace_interval > 0`` records a trace of
+    losses and parameter/gradient digests (:mod:`mmrepro.trace`).
+
+    Args:
+        trace_interval: Record the trace every N iterations; 0 turns it off.
+            Defaults to 0.
+
     Its priority (85) places it after the logger and scheduler hooks and before
     ``CheckpointHook`` (VERY_LOW, 90), so the states it captures are those of the
     moment the checkpoint is written.
@@ -36,15 +46,47 @@ class ReproducibilityHook(Hook):
 
     priority = 85
 
-    def __init__(self) -> None:
+    def __init__(self, trace_interval: int = 0) -> None:
+        if isinstance(trace_interval, bool) or not isinstance(trace_interval, int) or \
+                trace_interval < 0:
+            raise ValueError(
+                f'ReproducibilityHook(trace_interval={trace_interval!r}): expected an int '
+                '>= 0 (0 turns the trace off, N records every N iterations).')
+        self.trace_interval = trace_interval
+        self._tracer: Any = None
+        self._record: Optional[Dict[str, Any]] = None
         self._position: Optional[Dict[str, int]] = None
         self._gathered: Optional[List[Dict[str, Any]]] = None
         self._resumed: Optional[Dict[str, Any]] = None
+
+    # ------------------------------------------------------------ run record
+    def before_run(self, runner) -> None:
+        """Write the run record; start the trace if asked."""
+        self._record = collect_run_record(runner)
+        if is_main_process():
+            path = write_run_record(runner, self._record)
+            runner.logger.info(f'mmrepro: run record written to {path}')
+        if self.trace_interval:
+            from ..trace import Tracer
+            self._tracer = Tracer(runner, self.trace_interval)
+
+    def after_run(self, runner) -> None:
+        """Close the trace."""
+        if self._tracer is not None:
+            self._tracer.close()
+            self._tracer = None
+
+    def before_train_iter(self, runner, batch_idx: int, data_batch: Any = None) -> None:
+        """Let the trace hook into this iteration's forward and backward."""
+        if self._tracer is not None:
+            self._tracer.before_train_iter(runner, batch_idx)
 
     # ----------------------------------------------------------------- saving
     def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None,
                          outputs: Any = None) -> None:
         """Record the data position after this batch (and gather RNG if a save is due)."""
+        if self._tracer is not None:
+            self._tracer.after_train_iter(runner, batch_idx, outputs)
         loop = runner.train_loop
         if isinstance(loop, IterBasedTrainLoop):
             epoch = self._loader_epoch(runner)
@@ -74,6 +116,8 @@ class ReproducibilityHook(Hook):
                 'only rank 0\'s RNG state was captured; it will not resume exactly.')
             rng = [rng[0]] * world_size
         loop = 'iter' if isinstance(runner.train_loop, IterBasedTrainLoop) else 'epoch'
+        if self._record is not None:
+            checkpoint['meta']['run_record'] = json.loads(json.dumps(self._record, default=str))
         checkpoint['mmrepro'] = build_section(
             settings['seed'], settings, world_size, self._batch_size(runner), loop,
             self._position, rng)

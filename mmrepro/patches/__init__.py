@@ -25,8 +25,7 @@ def apply_patches() -> None:
     global _APPLIED
     if _APPLIED:
         return
-    from . import (checkpoint_loader, epoch_loop, mmdet_apis, runner_dataloader,
-                   runner_randomness)
+    from . import checkpoint_loader, epoch_loop, mmdet_apis, runner_dataloader, runner_randomness
     runner_randomness.apply()
     runner_dataloader.apply()
     epoch_loop.apply()

@@ -1,0 +1,91 @@
+#!/usr/bin/env python
+"""Cost of per-sample seeding: microseconds per sample, and loader throughput ratio.
+
+Builds the demo RetinaNet train loader (real mmdet CocoDataset, random
+augmentations, the generated tiny data) twice through MMEngine's Runner code path,
+once with ``sample_seeding=True`` and once with ``False``, and times full passes
+over the data in alternation (num_workers=0, so the pipeline cost is measured in
+this process without worker-scheduling noise).
+
+    python benchmarks/bench_sample_seeding.py [--passes 6] [--data data/demo]
+"""
+from __future__ import annotations
+
+import argparse
+import os.path as osp
+import statistics
+import sys
+import time
+import timeit
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+
+def per_sample_cost(n: int = 20000) -> float:
+    """Microseconds to derive a key's seeds and seed python/numpy/torch once."""
+    from mmrepro.data.rng_state import seed_host_rngs
+    from mmrepro.data.seeds import sample_key
+    keys = [sample_key(0, 1, i, i) for i in range(n)]
+    start = time.perf_counter()
+    for key in keys:
+        seed_host_rngs(key)
+    return (time.perf_counter() - start) / n * 1e6
+
+
+def save_restore_cost(n: int = 20000) -> float:
+    """Microseconds to save and restore the host RNG states (main process only)."""
+    from mmrepro.data.rng_state import get_host_states, set_host_states
+    return timeit.timeit(lambda: set_host_states(get_host_states()), number=n) / n * 1e6
+
+
+def build_loader(data_root: str, sample_seeding: bool):
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    from mmengine.runner import Runner
+
+    import mmrepro  # noqa: F401
+    from mmrepro.data import make_reproducible
+    cfg = Config.fromfile(osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))),
+                                   'configs', 'retinanet_r18_fpn_3e_tinycoco.py'))
+    init_default_scope('mmdet')
+    loader_cfg = cfg.train_dataloader
+    loader_cfg.num_workers = 0
+    loader_cfg.persistent_workers = False
+    loader_cfg.dataset.data_root = data_root.rstrip('/') + '/'
+    loader = Runner.build_dataloader(loader_cfg, seed=0)  # MMEngine's, unchanged
+    return make_reproducible(loader, 0, sample_seeding=sample_seeding)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--passes', type=int, default=6)
+    parser.add_argument('--data', default='data/demo')
+    args = parser.parse_args()
+    from mmrepro.demo import make_tiny_coco
+    make_tiny_coco(args.data, num_train=64, num_val=8, seed=1)
+    loaders = {flag: build_loader(args.data, flag) for flag in (False, True)}
+    samples = len(loaders[True].dataset)
+    times = {False: [], True: []}
+    for _ in range(args.passes):
+        for flag, loader in loaders.items():
+            start = time.perf_counter()
+            for _ in loader:
+                pass
+            times[flag].append(time.perf_counter() - start)
+    off, on = statistics.median(times[False]), statistics.median(times[True])
+    print(f'per-sample seeding, {samples} samples x {args.passes} passes, num_workers=0, '
+          f'RetinaNet demo pipeline (RandomResize, RandomFlip, PhotoMetricDistortion)')
+    print('| measure | value |')
+    print('|---|---|')
+    print(f'| derive + seed python/numpy/torch, per sample | {per_sample_cost():.1f} us |')
+    print(f'| save + restore host RNG states (main process only) | '
+          f'{save_restore_cost():.1f} us |')
+    print(f'| loader pass, sample_seeding=False (median) | {off * 1e3:.1f} ms '
+          f'({samples / off:.0f} samples/s) |')
+    print(f'| loader pass, sample_seeding=True (median) | {on * 1e3:.1f} ms '
+          f'({samples / on:.0f} samples/s) |')
+    print(f'| throughput ratio on/off | {off / on:.3f} (slowdown {100 * (on / off - 1):+.2f} %) |')
+
+
+if __name__ == '__main__':
+    main()

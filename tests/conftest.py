@@ -1,0 +1,44 @@
+"""Session-wide fixtures: the generated dataset and a cache of training runs."""
+from __future__ import annotations
+
+import os.path as osp
+from typing import Dict, Tuple
+
+import pytest
+from repro_utils import checkpoint, run_train, state_digest, write_config
+
+
+@pytest.fixture(scope='session')
+def data_root(tmp_path_factory) -> str:
+    """The tiny COCO-format dataset (16 train / 8 val PNGs)."""
+    from mmrepro.demo import make_tiny_coco
+    return make_tiny_coco(str(tmp_path_factory.mktemp('data')))['root']
+
+
+class RunCache:
+    """Train each distinct (model, options) once per session; tests share the runs."""
+
+    def __init__(self, root: str, data_root: str) -> None:
+        self.root, self.data_root = root, data_root
+        self._done: Dict[Tuple, str] = {}
+
+    def get(self, model: str, tag: str = 'base', *args: str, **config_kw) -> str:
+        """Work dir of the run ``(model, tag)``, training it on first use."""
+        key = (model, tag)
+        if key not in self._done:
+            work_dir = osp.join(self.root, f'{model}-{tag}')
+            config = write_config(osp.join(work_dir + '-cfg', f'{model}_{tag}.py'), model,
+                                  self.data_root, **config_kw)
+            run_train(config, work_dir, *args)
+            self._done[key] = work_dir
+        return self._done[key]
+
+    def digest(self, model: str, tag: str = 'base', *args: str, **config_kw) -> str:
+        """state_dict digest of the final checkpoint of run ``(model, tag)``."""
+        return state_digest(checkpoint(self.get(model, tag, *args, **config_kw)))
+
+
+@pytest.fixture(scope='session')
+def runs(tmp_path_factory, data_root) -> RunCache:
+    """The session's shared training runs."""
+    return RunCache(str(tmp_path_factory.mktemp('runs')), data_root)

@@ -1,0 +1,109 @@
+"""Helpers for tests that train real detectors through tools/train.py."""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from mmrepro.checkpoint_io import safe_load
+
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+CONFIGS = {
+    'retinanet': osp.join(REPO, 'configs', 'retinanet_r18_fpn_3e_tinycoco.py'),
+    'faster_rcnn': osp.join(REPO, 'configs', 'faster-rcnn_r18_fpn_3e_tinycoco.py'),
+}
+#: Random augmentations every test config uses (issue 3's list).
+AUG_PIPELINE = """[
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', with_bbox=True),
+    dict(type='RandomChoiceResize', scales=[(160, 128), (144, 112), (176, 144)],
+         keep_ratio=True),
+    dict(type='RandomCrop', crop_size=(0.8, 0.8), crop_type='relative_range'),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='PhotoMetricDistortion'),
+    dict(type='PackDetInputs'),
+]"""
+
+
+def write_config(path: str, model: str, data_root: str, extra: str = '',
+                 num_workers: int = 2, persistent: bool = True, validate: bool = False,
+                 max_epochs: int = 3) -> str:
+    """Write a test config inheriting a repo config, on the generated data."""
+    persistent = persistent and num_workers > 0
+    val = '' if validate else 'val_dataloader = None\nval_cfg = None\nval_evaluator = None\n'
+    text = f"""_base_ = {CONFIGS[model]!r}
+data_root = {data_root.rstrip('/') + '/'!r}
+train_pipeline = {AUG_PIPELINE}
+train_dataloader = dict(num_workers={num_workers}, persistent_workers={persistent},
+                        dataset=dict(data_root=data_root, pipeline=train_pipeline))
+val_dataloader = dict(dataset=dict(data_root=data_root))
+val_evaluator = dict(ann_file=data_root + 'annotations/val.json')
+test_dataloader = None
+test_cfg = None
+test_evaluator = None
+train_cfg = dict(max_epochs={max_epochs}, val_interval=1)
+# Mid-epoch checkpoints next to the epoch ones (iteration 10 is batch 2 of epoch 2).
+custom_hooks = [dict(type='ReproducibilityHook'),
+                dict(type='CheckpointHook', by_epoch=False, interval=10, save_last=False)]
+{val}{extra}
+"""
+    os.makedirs(osp.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(text)
+    return path
+
+
+def run_train(config: str, work_dir: str, *args: str, check: bool = True,
+              env: Optional[Dict[str, str]] = None,
+              timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run ``tools/train.py config --work-dir work_dir *args`` in a subprocess."""
+    cmd = [sys.executable, osp.join(REPO, 'tools', 'train.py'), config, '--work-dir',
+           work_dir, *args]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    if check and proc.returncode != 0:
+        raise AssertionError(f'training failed ({proc.returncode}): {" ".join(cmd)}\n'
+                             f'{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}')
+    return proc
+
+
+def checkpoint(work_dir: str, name: Optional[str] = None) -> str:
+    """Path of checkpoint ``name`` in ``work_dir`` (default: the last one saved)."""
+    if name is not None:
+        return osp.join(work_dir, name)
+    with open(osp.join(work_dir, 'last_checkpoint')) as f:
+        return f.read().strip()
+
+
+def state_digest(path: str) -> str:
+    """sha256 over the sorted (name, dtype, shape, bytes) of a checkpoint's state_dict."""
+    state = safe_load(path, mmap=True)['state_dict']
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].contiguous()
+        digest.update(name.encode())
+        digest.update(str((tensor.dtype, tuple(tensor.shape))).encode())
+        digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes()
+                      if tensor.numel() else b'')
+    return digest.hexdigest()
+
+
+def train_log(work_dir: str, run: int = -1) -> List[dict]:
+    """The per-iteration training scalars of the ``run``-th run in ``work_dir``."""
+    files = sorted(glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json')))
+    with open(files[run]) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [r for r in rows if 'loss' in r]
+
+
+def losses(rows: Sequence[dict]) -> List[tuple]:
+    """(iter, every loss_* value) per logged iteration."""
+    return [(r['iter'], tuple(sorted((k, v) for k, v in r.items() if k.startswith('loss'))))
+            for r in rows]

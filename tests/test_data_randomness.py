@@ -1,0 +1,70 @@
+"""Data randomness is a function of (seed, epoch, sample): real detectors, any workers."""
+import pytest
+from repro_utils import losses, train_log
+
+pytestmark = pytest.mark.slow
+
+# (tag, num_workers, persistent_workers); ('base' is num_workers=2, persistent).
+LOADERS = [('nw0', 0, False), ('nw1', 1, False), ('nw4', 4, True), ('nw2-nonpersist', 2, False)]
+
+ITER_LOOP = """
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=24, val_interval=100)
+train_dataloader = dict(sampler=dict(_delete_=True, type='InfiniteSampler', shuffle=True))
+param_scheduler = [dict(type='MultiStepLR', by_epoch=False, milestones=[16], gamma=0.1)]
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=8))
+log_processor = dict(by_epoch=False)
+custom_hooks = [dict(type='ReproducibilityHook')]
+"""
+
+MOSAIC = """
+train_dataloader = dict(
+    _delete_=True, batch_size=2, num_workers={nw}, persistent_workers={persistent},
+    sampler=dict(type='DefaultSampler', shuffle=True),
+    dataset=dict(
+        type='MultiImageMixDataset',
+        dataset=dict(type='CocoDataset', data_root=data_root, metainfo=metainfo,
+                     ann_file='annotations/train.json', data_prefix=dict(img='images/'),
+                     filter_cfg=dict(filter_empty_gt=True, min_size=0),
+                     pipeline=[dict(type='LoadImageFromFile'),
+                               dict(type='LoadAnnotations', with_bbox=True)]),
+        pipeline=[
+            dict(type='Mosaic', img_scale=(128, 128), pad_val=114.0),
+            dict(type='RandomAffine', scaling_ratio_range=(0.5, 1.5), border=(-64, -64)),
+            dict(type='MixUp', img_scale=(128, 128), ratio_range=(0.8, 1.6), pad_val=114.0),
+            dict(type='RandomFlip', prob=0.5),
+            dict(type='PackDetInputs'),
+        ]))
+"""
+
+
+@pytest.mark.parametrize('model', ['retinanet', 'faster_rcnn'])
+@pytest.mark.parametrize('tag, num_workers, persistent', LOADERS)
+def test_same_weights_with_any_num_workers(runs, model, tag, num_workers, persistent):
+    other = runs.get(model, tag, num_workers=num_workers, persistent=persistent)
+    assert runs.digest(model, 'base') == runs.digest(model, tag)
+    assert losses(train_log(other)) == losses(train_log(runs.get(model, 'base')))
+
+
+def test_iteration_loop_same_weights_with_any_num_workers(runs):
+    base = runs.digest('retinanet', 'iterloop', extra=ITER_LOOP)
+    assert runs.digest('retinanet', 'iterloop-nw0', extra=ITER_LOOP, num_workers=0) == base
+
+
+def test_mosaic_mixup_same_weights_for_0_and_2_workers(runs):
+    digests = {nw: runs.digest('retinanet', f'mosaic-nw{nw}',
+                               extra=MOSAIC.format(nw=nw, persistent=nw > 0), num_workers=nw)
+               for nw in (0, 2)}
+    assert digests[0] == digests[2]
+
+
+def test_validation_every_epoch_does_not_change_training(runs):
+    with_val = runs.get('retinanet', 'val', validate=True)
+    assert runs.digest('retinanet', 'val') == runs.digest('retinanet', 'base')
+    rows = [r for r in train_log(with_val, run=-1)]
+    assert rows  # and validation really ran:
+    import glob
+    import json
+    import os.path as osp
+    scalars = open(sorted(glob.glob(osp.join(with_val, '*', 'vis_data',
+                                             'scalars.json')))[-1]).read()
+    assert sum('coco/bbox_mAP' in json.loads(line) for line in scalars.splitlines()) == 3

@@ -1,0 +1,144 @@
+"""Exact resume: resumed runs end byte-identical to the uninterrupted one."""
+import hashlib
+import os
+import os.path as osp
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from repro_utils import REPO, checkpoint, losses, run_train, state_digest, train_log, write_config
+
+from mmrepro.checkpoint_io import safe_load
+
+pytestmark = pytest.mark.slow
+
+ITER_LOOP = """
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=24, val_interval=100)
+train_dataloader = dict(sampler=dict(_delete_=True, type='InfiniteSampler', shuffle=True))
+param_scheduler = [dict(type='MultiStepLR', by_epoch=False, milestones=[16], gamma=0.1)]
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=8))
+log_processor = dict(by_epoch=False)
+custom_hooks = [dict(type='ReproducibilityHook')]
+"""
+
+
+def _resume(runs, tmp_path, model, ckpt, extra='', **kw):
+    config = write_config(str(tmp_path / 'cfg.py'), model, runs.data_root, extra=extra, **kw)
+    work_dir = str(tmp_path / 'resumed')
+    proc = run_train(config, work_dir, '--resume', ckpt)
+    return work_dir, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize('model, name', [
+    ('retinanet', 'epoch_1.pth'), ('retinanet', 'epoch_2.pth'), ('retinanet', 'iter_10.pth'),
+    ('retinanet', 'iter_20.pth'), ('faster_rcnn', 'epoch_1.pth'),
+    ('faster_rcnn', 'epoch_2.pth'), ('faster_rcnn', 'iter_10.pth')])
+def test_resume_from_every_checkpoint_is_exact(runs, tmp_path, model, name):
+    base = runs.get(model, 'base')
+    work_dir, out = _resume(runs, tmp_path, model, checkpoint(base, name))
+    assert 'mmrepro: resumed RNG states and data position' in out
+    assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
+    resumed_iters = losses(train_log(work_dir))
+    assert resumed_iters and resumed_iters == losses(train_log(base))[-len(resumed_iters):]
+
+
+def test_mid_epoch_resume_numbers_batches_like_the_original(runs, tmp_path):
+    base = runs.get('retinanet', 'base')
+    work_dir, _ = _resume(runs, tmp_path, 'retinanet', checkpoint(base, 'iter_10.pth'))
+    first = train_log(work_dir)[0]
+    assert first['iter'] == 11 and first['epoch'] == 2
+
+
+@pytest.mark.parametrize('name', ['iter_8.pth', 'iter_16.pth'])
+def test_iteration_loop_resume_is_exact(runs, tmp_path, name):
+    base = runs.get('retinanet', 'iterloop', extra=ITER_LOOP)
+    work_dir, out = _resume(runs, tmp_path, 'retinanet', checkpoint(base, name),
+                            extra=ITER_LOOP)
+    assert 'Advance dataloader' in out  # MMEngine's replay loop ran, but was absorbed
+    assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
+
+
+@pytest.mark.parametrize('kill_after', [1, 2])
+def test_sigkill_then_resume_auto_is_exact(runs, tmp_path, kill_after):
+    """Kill -9 once `kill_after` checkpoints exist, then `--resume` in the same work_dir."""
+    base = runs.get('retinanet', 'base')
+    config = write_config(str(tmp_path / 'cfg.py'), 'retinanet', runs.data_root)
+    work_dir = str(tmp_path / 'killed')
+    cmd = [sys.executable, osp.join(REPO, 'tools', 'train.py'), config, '--work-dir',
+           work_dir]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline and proc.poll() is None:
+            saved = [f for f in os.listdir(work_dir) if f.endswith('.pth')] \
+                if osp.isdir(work_dir) else []
+            if len(saved) >= kill_after:
+                time.sleep(1.5 * kill_after)  # land somewhere after the checkpoint
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, 'the run ended before it could be killed'
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    run_train(config, work_dir, '--resume')
+    assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
+
+
+def test_checkpoint_without_mmrepro_state_resumes_with_warning(runs, tmp_path):
+    ckpt = safe_load(checkpoint(runs.get('retinanet', 'base'), 'epoch_2.pth'))
+    del ckpt['mmrepro']
+    plain = str(tmp_path / 'plain.pth')
+    torch.save(ckpt, plain)
+    work_dir, out = _resume(runs, tmp_path, 'retinanet', plain)
+    assert ('the checkpoint being resumed has no mmrepro state (written without mmrepro?). '
+            'Cannot restore: python/numpy/torch/CUDA RNG states of every rank') in out
+    assert osp.exists(osp.join(work_dir, 'epoch_3.pth'))
+
+
+def _tree_digest(root):
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = osp.join(dirpath, name)
+            out[osp.relpath(path, root)] = hashlib.sha256(open(path, 'rb').read()).hexdigest()
+    return out
+
+
+@pytest.mark.parametrize('damage, match', [
+    ('truncate', r'cannot be read .*probably truncated'),
+    ('tamper', r'holds an object mmrepro does not load'),
+])
+def test_damaged_checkpoint_fails_clearly_and_overwrites_nothing(runs, tmp_path, damage,
+                                                                  match):
+    work_dir = str(tmp_path / 'work')
+    shutil.copytree(runs.get('retinanet', 'base'), work_dir)
+    target = osp.join(work_dir, 'epoch_2.pth')
+    if damage == 'truncate':
+        data = open(target, 'rb').read()
+        open(target, 'wb').write(data[: len(data) // 2])
+    else:
+        ckpt = safe_load(target)
+        ckpt['meta']['payload'] = os.system  # an arbitrary global, refused by weights_only
+        torch.save(ckpt, target)
+    before = _tree_digest(work_dir)
+    config = write_config(str(tmp_path / 'cfg.py'), 'retinanet', runs.data_root)
+    proc = run_train(config, work_dir, '--resume', target, check=False)
+    assert proc.returncode != 0
+    assert __import__('re').search(match, proc.stderr), proc.stderr[-2000:]
+    after = _tree_digest(work_dir)
+    assert {k: v for k, v in after.items() if k in before} == before
+
+
+def test_batch_size_change_is_refused(runs, tmp_path):
+    config = write_config(str(tmp_path / 'cfg.py'), 'retinanet', runs.data_root,
+                          extra='train_dataloader = dict(batch_size=1)\n')
+    proc = run_train(config, str(tmp_path / 'w'), '--resume',
+                     checkpoint(runs.get('retinanet', 'base'), 'epoch_1.pth'), check=False)
+    assert proc.returncode != 0
+    assert ('mmrepro: cannot resume exactly: per-rank batch size 2 -> 1 between the '
+            'checkpoint and this run') in proc.stderr
