@@ -142,3 +142,27 @@ def test_batch_size_change_is_refused(runs, tmp_path):
     assert proc.returncode != 0
     assert ('mmrepro: cannot resume exactly: per-rank batch size 2 -> 1 between the '
             'checkpoint and this run') in proc.stderr
+
+
+STATEFUL_HOOKS = """
+switch_pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+                   dict(type='Resize', scale=(160, 128), keep_ratio=True),
+                   dict(type='PackDetInputs')]
+custom_hooks = [dict(type='ReproducibilityHook'),
+                dict(type='CheckpointHook', by_epoch=False, interval=10, save_last=False),
+                dict(type='EMAHook', momentum=0.2, priority=49),
+                dict(type='PipelineSwitchHook', switch_epoch=2,
+                     switch_pipeline=switch_pipeline)]
+"""
+
+
+def test_stateful_hooks_correct_after_resume(runs, tmp_path):
+    """EMAHook state and PipelineSwitchHook's switch survive a mid-epoch resume."""
+    base = runs.get('retinanet', 'hooks', extra=STATEFUL_HOOKS)
+    assert state_digest(checkpoint(base)) != runs.digest('retinanet', 'base')
+    work_dir, out = _resume(runs, tmp_path, 'retinanet', checkpoint(base, 'iter_20.pth'),
+                            extra=STATEFUL_HOOKS)
+    assert 'Switch pipeline now!' in out  # switched again in the resumed epoch 3
+    final = safe_load(checkpoint(work_dir))
+    assert 'ema_state_dict' in final  # EMAHook's state travelled with the checkpoint
+    assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))

@@ -14,6 +14,10 @@ in README, "What importing mmrepro patches"):
    and mmrepro's allow-list -- :mod:`.checkpoint_loader`.
 5. ``mmdet.apis.init_random_seed`` / ``set_random_seed`` exist again (MMDetection
    2.x names) -- :mod:`.mmdet_apis`.
+6. ``init_dist('pytorch')`` works without CUDA (gloo instead of NCCL, no
+   ``cuda.set_device``), and ``Runner.wrap_model`` builds DDP with explicit settings
+   (``broadcast_buffers=False``, ``bucket_cap_mb=25``, ...) that the run record keeps --
+   :mod:`.distributed`.
 """
 from __future__ import annotations
 
@@ -25,10 +29,18 @@ def apply_patches() -> None:
     global _APPLIED
     if _APPLIED:
         return
-    from . import checkpoint_loader, epoch_loop, mmdet_apis, runner_dataloader, runner_randomness
+    from . import (
+        checkpoint_loader,
+        distributed,
+        epoch_loop,
+        mmdet_apis,
+        runner_dataloader,
+        runner_randomness,
+    )
     runner_randomness.apply()
     runner_dataloader.apply()
     epoch_loop.apply()
     checkpoint_loader.apply()
     mmdet_apis.apply()
+    distributed.apply()
     _APPLIED = True

@@ -1,0 +1,137 @@
+"""The same guarantees on 2 ranks: gloo on CPU, launched by tools/dist_train.sh (torchrun)."""
+import os
+import os.path as osp
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+from repro_utils import REPO, checkpoint, state_digest, write_config
+
+from mmrepro.checkpoint_io import safe_load
+
+pytestmark = pytest.mark.slow
+
+# 2 ranks x batch 2 -> 4 iterations per epoch; a mid-epoch checkpoint every 6 iterations.
+DIST = """
+custom_imports = dict(imports=['mmrepro', 'rank_probe_hook'], allow_failed_imports=False)
+custom_hooks = [dict(type='ReproducibilityHook'), dict(type='RankProbeHook'),
+                dict(type='CheckpointHook', by_epoch=False, interval=6, save_last=False)]
+"""
+NO_SEED = "randomness = dict(_delete_=True, deterministic=True)\n"
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def _env():
+    return {**os.environ, 'PORT': str(_port()), 'OMP_NUM_THREADS': '1',
+            'PYTHONPATH': osp.join(REPO, 'tests')}
+
+
+def _cmd(config, work_dir, *args):
+    return ['bash', osp.join(REPO, 'tools', 'dist_train.sh'), config, '2', '--work-dir',
+            work_dir, *args]
+
+
+def dist_train(config, work_dir, *args):
+    proc = subprocess.run(_cmd(config, work_dir, *args), cwd=REPO, env=_env(),
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-5000:]
+    return proc.stdout + proc.stderr
+
+
+def probes(work_dir):
+    return [open(osp.join(work_dir, f'rank{r}.txt')).read().split() for r in (0, 1)]
+
+
+class DistRuns:
+    """2-rank runs shared by the tests of this module."""
+
+    def __init__(self, root, data_root):
+        self.root, self.data_root, self._done = root, data_root, {}
+
+    def config(self, tag, extra='', max_epochs=3):
+        return write_config(osp.join(self.root, f'cfg-{tag}', 'cfg.py'), 'retinanet',
+                            self.data_root, extra=DIST + extra, num_workers=1,
+                            max_epochs=max_epochs)
+
+    def get(self, tag, *args, extra='', max_epochs=3):
+        if tag not in self._done:
+            work_dir = osp.join(self.root, tag)
+            dist_train(self.config(tag, extra, max_epochs), work_dir, *args)
+            self._done[tag] = work_dir
+        return self._done[tag]
+
+
+@pytest.fixture(scope='module')
+def dist_runs(tmp_path_factory, data_root):
+    return DistRuns(str(tmp_path_factory.mktemp('dist')), data_root)
+
+
+def test_two_ranks_identical_on_both_ranks_and_across_reruns(dist_runs):
+    first, second = dist_runs.get('base'), dist_runs.get('rerun')
+    (s0, d0), (s1, d1) = probes(first)
+    assert s0 == s1 == '0' and d0 == d1  # both ranks hold the same weights
+    assert probes(second) == probes(first)
+    assert state_digest(checkpoint(first)) == state_digest(checkpoint(second))
+    section = safe_load(checkpoint(first))['mmrepro']
+    assert section['world_size'] == 2 and len(section['rng']) == 2
+    record = safe_load(checkpoint(first))['meta']['run_record']
+    assert record['world_size'] == 2 and record['backend'] == 'gloo'
+
+
+def test_resume_mid_run_on_two_ranks_is_exact(dist_runs, tmp_path):
+    base = dist_runs.get('base')
+    work_dir = str(tmp_path / 'resumed')
+    out = dist_train(dist_runs.config('resume'), work_dir, '--resume',
+                     checkpoint(base, 'iter_6.pth'))
+    assert out.count('mmrepro: resumed RNG states and data position') >= 1
+    assert probes(work_dir) == probes(base)
+
+
+def test_kill_one_rank_then_resume_is_exact(dist_runs, tmp_path):
+    base = dist_runs.get('base')
+    config, work_dir = dist_runs.config('kill'), str(tmp_path / 'killed')
+    proc = subprocess.Popen(_cmd(config, work_dir), cwd=REPO, env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline and not osp.exists(osp.join(work_dir, 'iter_6.pth')):
+            time.sleep(0.2)
+        time.sleep(2)
+        rank1 = subprocess.run(['pgrep', '-f', '-n', f'train.py {config}'], text=True,
+                               capture_output=True).stdout.split()
+        assert rank1, 'no training process found to kill'
+        os.kill(int(rank1[0]), signal.SIGKILL)  # one rank dies; torchrun ends the group
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0
+    dist_train(config, work_dir, '--resume')
+    assert probes(work_dir) == probes(base)
+
+
+def test_no_seed_both_ranks_share_the_drawn_seed(dist_runs):
+    work_dir = dist_runs.get('noseed', extra=NO_SEED, max_epochs=1)
+    (s0, d0), (s1, d1) = probes(work_dir)
+    assert s0 == s1 and d0 == d1
+    again = dist_runs.get('noseed-rerun', '--seed', s0, extra=NO_SEED, max_epochs=1)
+    assert probes(again) == probes(work_dir)
+
+
+def test_diff_rank_seed_per_rank_streams_still_reproducible(dist_runs):
+    a = dist_runs.get('diffrank', '--diff-rank-seed', max_epochs=1)
+    b = dist_runs.get('diffrank-rerun', '--diff-rank-seed', max_epochs=1)
+    (s0, d0), (s1, d1) = probes(a)
+    assert (int(s0), int(s1)) == (0, 1) and d0 == d1  # rank seeds differ, DDP keeps sync
+    assert probes(b) == probes(a)
+    shared = dist_runs.get('shared-1e', max_epochs=1)
+    assert probes(shared)[0][1] != d0  # per-rank augmentation changed the training
