@@ -15,7 +15,7 @@ def _digest(loader, epochs=2):
     for epoch in range(epochs):
         loader.batch_sampler.sampler.set_epoch(epoch)
         for batch in loader:
-            for img, sample in zip(batch['inputs'], batch['data_samples']):
+            for img, sample in zip(batch['inputs'], batch['data_samples'], strict=True):
                 digest.update(img.numpy().tobytes())
                 digest.update(sample.gt_instances.bboxes.numpy().tobytes())
     return digest.hexdigest()
