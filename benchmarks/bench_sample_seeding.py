@@ -4,8 +4,9 @@
 Builds the demo RetinaNet train loader (real mmdet CocoDataset, random
 augmentations, the generated tiny data) twice through MMEngine's Runner code path,
 once with ``sample_seeding=True`` and once with ``False``, and times full passes
-over the data in alternation (num_workers=0, so the pipeline cost is measured in
-this process without worker-scheduling noise).
+over the data in alternation: with num_workers=0 (the pipeline cost measured in this
+process, RNG states saved and restored around every batch) and with 2 persistent
+workers (the usual set-up; nothing to restore there).
 
     python benchmarks/bench_sample_seeding.py [--passes 6] [--data data/demo]
 """
@@ -38,7 +39,7 @@ def save_restore_cost(n: int = 20000) -> float:
     return timeit.timeit(lambda: set_host_states(get_host_states()), number=n) / n * 1e6
 
 
-def build_loader(data_root: str, sample_seeding: bool):
+def build_loader(data_root: str, sample_seeding: bool, num_workers: int):
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
     from mmengine.runner import Runner
@@ -49,8 +50,8 @@ def build_loader(data_root: str, sample_seeding: bool):
                                    'configs', 'retinanet_r18_fpn_3e_tinycoco.py'))
     init_default_scope('mmdet')
     loader_cfg = cfg.train_dataloader
-    loader_cfg.num_workers = 0
-    loader_cfg.persistent_workers = False
+    loader_cfg.num_workers = num_workers
+    loader_cfg.persistent_workers = num_workers > 0
     loader_cfg.dataset.data_root = data_root.rstrip('/') + '/'
     loader = Runner.build_dataloader(loader_cfg, seed=0)  # MMEngine's, unchanged
     return make_reproducible(loader, 0, sample_seeding=sample_seeding)
@@ -63,29 +64,29 @@ def main() -> None:
     args = parser.parse_args()
     from mmrepro.demo import make_tiny_coco
     make_tiny_coco(args.data, num_train=64, num_val=8, seed=1)
-    loaders = {flag: build_loader(args.data, flag) for flag in (False, True)}
-    samples = len(loaders[True].dataset)
-    times = {False: [], True: []}
-    for _ in range(args.passes):
-        for flag, loader in loaders.items():
-            start = time.perf_counter()
-            for _ in loader:
-                pass
-            times[flag].append(time.perf_counter() - start)
-    off, on = statistics.median(times[False]), statistics.median(times[True])
-    print(f'per-sample seeding, {samples} samples x {args.passes} passes, num_workers=0, '
-          f'RetinaNet demo pipeline (RandomResize, RandomFlip, PhotoMetricDistortion)')
+    print(f'per-sample seeding, demo RetinaNet train pipeline (RandomResize, RandomFlip, '
+          f'PhotoMetricDistortion), median of {args.passes} interleaved passes')
     print('| measure | value |')
     print('|---|---|')
     print(f'| derive + seed python/numpy/torch, per sample | {per_sample_cost():.1f} us |')
-    print(f'| save + restore host RNG states (main process only) | '
+    print(f'| save + restore host RNG states (num_workers=0 only, per batch) | '
           f'{save_restore_cost():.1f} us |')
-    print(f'| loader pass, sample_seeding=False (median) | {off * 1e3:.1f} ms '
-          f'({samples / off:.0f} samples/s) |')
-    print(f'| loader pass, sample_seeding=True (median) | {on * 1e3:.1f} ms '
-          f'({samples / on:.0f} samples/s) |')
-    print(f'| throughput ratio on/off | {off / on:.3f} (slowdown {100 * (on / off - 1):+.2f} %) |')
-
+    for workers in (0, 2):
+        loaders = {flag: build_loader(args.data, flag, workers) for flag in (False, True)}
+        samples = len(loaders[True].dataset)
+        times = {False: [], True: []}
+        for _ in range(args.passes + 1):
+            for flag, loader in loaders.items():
+                start_t = time.perf_counter()
+                for _ in loader:
+                    pass
+                times[flag].append(time.perf_counter() - start_t)
+        off = statistics.median(times[False][1:])  # first pass: worker start-up
+        on = statistics.median(times[True][1:])
+        print(f'| num_workers={workers}: samples/s off / on ({samples} samples) | '
+              f'{samples / off:.0f} / {samples / on:.0f} |')
+        print(f'| num_workers={workers}: throughput ratio on/off | {off / on:.3f} '
+              f'(slowdown {100 * (on / off - 1):+.2f} %) |')
 
 if __name__ == '__main__':
     main()

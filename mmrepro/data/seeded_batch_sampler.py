@@ -7,6 +7,7 @@ from typing import Any, Iterator, List, Optional, Tuple
 from mmengine.logging import print_log
 
 from .rng_state import IsolatedHostRNGs
+from .sampler_isolation import needs_isolation
 from .seeded_index import SeededIndex
 from .seeds import SAMPLER, sample_key
 
@@ -20,11 +21,13 @@ class SeededBatchSampler:
     index[, rank])``. The epoch is the inner sampler's ``epoch`` attribute (set by
     ``DistSamplerSeedHook``), or 0 for samplers without one (one infinite stream).
 
-    The wrapped batch sampler runs with host RNGs of its own, seeded from
-    ``(seed, epoch)``: samplers that draw from global ``np.random`` (mmdet's
-    ``GroupMultiSourceSampler``) or the global torch RNG (torch's
-    ``RandomSampler``) get an order that depends on ``(seed, epoch)`` only, and do
-    not shift the model's draws in the main process.
+    Unless every sampler in it is known to draw only from its own generator
+    (:func:`~mmrepro.data.sampler_isolation.needs_isolation`), the wrapped batch
+    sampler runs with host RNGs of its own, seeded from ``(seed, epoch)``: samplers
+    that draw from global ``np.random`` (mmdet's ``GroupMultiSourceSampler``) or the
+    global torch RNG (torch's ``RandomSampler`` without a generator) get an order
+    that depends on ``(seed, epoch)`` only, and do not shift the model's draws in the
+    main process.
 
     It can also be positioned for resume: :meth:`resume_at` makes the next pass
     skip batches at the index level, without loading or augmenting them.
@@ -45,6 +48,7 @@ class SeededBatchSampler:
         self.world_size = world_size
         self.diff_rank_seed = diff_rank_seed
         self._resume: Optional[Tuple[int, int]] = None
+        self._isolate = needs_isolation(batch_sampler)
         #: The last position given to :meth:`resume_at` (kept after it is used).
         self.positioned: Optional[Tuple[int, int]] = None
 
@@ -104,6 +108,9 @@ class SeededBatchSampler:
             yield seeded
 
     def _isolated(self, epoch: int) -> Iterator[List[int]]:
+        if not self._isolate:
+            yield from self.batch_sampler
+            return
         rngs = IsolatedHostRNGs((SAMPLER, self.seed, epoch))
         with rngs:
             batches = iter(self.batch_sampler)
