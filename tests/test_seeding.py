@@ -110,3 +110,34 @@ def test_cublas_error_when_cuda_already_started(monkeypatch):
                        r'CUBLAS_WORKSPACE_CONFIG=:4096:8'):
         set_deterministic(True)
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_fill_uninitialized_memory_switch():
+    try:
+        set_random_seed(1, deterministic=True, fill_uninitialized_memory=False)
+        assert torch.utils.deterministic.fill_uninitialized_memory is False
+        set_random_seed(1, deterministic=True, fill_uninitialized_memory=True)
+        assert torch.utils.deterministic.fill_uninitialized_memory is True
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+
+
+def test_hash_seed_reexec_fixes_hashing_in_the_process(tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / 'probe.py'
+    script.write_text(
+        'import sys\n'
+        'from mmrepro.cli.train import reexec_with_hash_seed\n'
+        'if sys.argv[1] == "fix":\n'
+        '    reexec_with_hash_seed(5, sys.argv)\n'
+        'print(hash("mmrepro"))\n')
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONHASHSEED'}
+
+    def run(mode):
+        return subprocess.run([sys.executable, str(script), mode], env=env, check=True,
+                              capture_output=True, text=True).stdout.split()[-1]
+
+    assert run('fix') == run('fix')
+    assert len({run('free') for _ in range(3)}) > 1  # randomised without it

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import os.path as osp
+import sys
 from typing import List, Optional
 
 from ..seeding import CUBLAS_WORKSPACE_DEFAULT, check_seed, validate_randomness
@@ -45,6 +46,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='deterministic algorithms (overrides randomness.deterministic)')
     parser.add_argument('--diff-rank-seed', action='store_true', default=None,
                         help='a different seed per rank (overrides randomness.diff_rank_seed)')
+    parser.add_argument('--hash-seed-reexec', action='store_true',
+                        help='re-execute this process with PYTHONHASHSEED set from the seed '
+                        '(0 when the seed is drawn), so str/bytes hashing (set iteration '
+                        'order) is fixed in this process too, not only in its children')
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
@@ -140,10 +145,30 @@ def prepare_environment(randomness: dict) -> None:
         os.environ.setdefault('PYTHONHASHSEED', str(randomness['seed']))
 
 
+def reexec_with_hash_seed(seed: Optional[int], argv: List[str]) -> None:
+    """Re-execute ``argv`` with ``PYTHONHASHSEED`` fixed, unless it already is.
+
+    ``PYTHONHASHSEED`` only takes effect when the interpreter starts, so the only way
+    to fix hashing in the running process is to start it again. Returns only when
+    the variable already has the wanted value.
+
+    Args:
+        seed: The run's seed (None: a seed will be drawn later; use 0).
+        argv: The script and its arguments (``sys.argv``).
+    """
+    wanted = str(seed if seed is not None else 0)
+    if os.environ.get('PYTHONHASHSEED') == wanted:
+        return
+    os.environ['PYTHONHASHSEED'] = wanted
+    os.execv(sys.executable, [sys.executable, *argv])
+
+
 def main(argv: Optional[List[str]] = None):
     """Train the config; return the Runner."""
     args = parse_args(argv)
     cfg = build_config(args)
+    if args.hash_seed_reexec:
+        reexec_with_hash_seed(cfg.randomness.get('seed'), sys.argv)
     prepare_environment(cfg.randomness)
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner

@@ -18,6 +18,9 @@ in README, "What importing mmrepro patches"):
    ``cuda.set_device``), and ``Runner.wrap_model`` builds DDP with explicit settings
    (``broadcast_buffers=False``, ``bucket_cap_mb=25``, ...) that the run record keeps --
    :mod:`.distributed`.
+7. ``Runner.build_model``, in deterministic mode, audits the model for mmcv ops that
+   are nondeterministic on CUDA and replaces ``mmcv.ops.RoIAlign`` with
+   :class:`mmrepro.ops.DeterministicRoIAlign` -- :mod:`.model_audit`.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ def apply_patches() -> None:
         distributed,
         epoch_loop,
         mmdet_apis,
+        model_audit,
         runner_dataloader,
         runner_randomness,
     )
@@ -43,4 +47,5 @@ def apply_patches() -> None:
     checkpoint_loader.apply()
     mmdet_apis.apply()
     distributed.apply()
+    model_audit.apply()
     _APPLIED = True

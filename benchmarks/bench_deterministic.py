@@ -1,0 +1,95 @@
+#!/usr/bin/env python
+"""Training throughput with deterministic mode on vs off, side by side in one process.
+
+For each detector, two copies of the model start from the same weights: one trains
+with ``deterministic=False`` (mmcv ops as they are), one with ``deterministic=True``
+(``torch.use_deterministic_algorithms(True)`` and mmcv RoIAlign replaced, exactly as
+a Runner under mmrepro does). Their train steps alternate on the same real batches
+(the demo pipeline), and the table reports the median iteration time after warm-up,
+the ratio, and the first iteration of each mode.
+
+    python benchmarks/bench_deterministic.py [--depth 18|50] [--iters 8] [--device cpu|cuda]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import os.path as osp
+import statistics
+import sys
+import time
+
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+CONFIGS = {'RetinaNet': 'retinanet_r18_fpn_3e_tinycoco.py',
+           'Faster R-CNN': 'faster-rcnn_r18_fpn_3e_tinycoco.py'}
+
+
+def build(name: str, depth: int, device: str, data: str):
+    import torch
+    from mmdet.registry import MODELS
+    from mmengine.config import Config
+    from mmengine.optim import build_optim_wrapper
+    from mmengine.registry import init_default_scope
+    from mmengine.runner import Runner
+
+    import mmrepro  # noqa: F401
+    cfg = Config.fromfile(osp.join(REPO, 'configs', CONFIGS[name]))
+    init_default_scope('mmdet')
+    if depth != 18:
+        cfg.model.backbone.depth = depth
+        cfg.model.neck.in_channels = [256, 512, 1024, 2048]
+    torch.manual_seed(0)
+    model = MODELS.build(cfg.model).to(device)
+    cfg.train_dataloader.dataset.data_root = data
+    cfg.train_dataloader.num_workers = 0
+    cfg.train_dataloader.persistent_workers = False
+    loader = Runner.build_dataloader(cfg.train_dataloader, seed=0)
+    batches = list(itertools.islice(loader, 4))
+    make_optim = lambda m: build_optim_wrapper(m, copy.deepcopy(cfg.optim_wrapper))  # noqa
+    return model, batches, make_optim
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--depth', type=int, default=18)
+    parser.add_argument('--iters', type=int, default=8)
+    parser.add_argument('--device', default='cpu')
+    parser.add_argument('--data', default='data/demo')
+    args = parser.parse_args()
+    import torch
+
+    from mmrepro.demo import make_tiny_coco
+    from mmrepro.op_audit import audit_model
+    data = make_tiny_coco(args.data)['root'].rstrip('/') + '/'
+    sync = torch.cuda.synchronize if args.device == 'cuda' else (lambda: None)
+    print(f'train-step time, deterministic off vs on, ResNet-{args.depth} FPN, '
+          f'device={args.device}, batch 2 of the demo pipeline, median of {args.iters}')
+    print('| detector | off: s/iter | on: s/iter | on/off throughput | first iter off / on (s) |')
+    print('|---|---|---|---|---|')
+    for name in CONFIGS:
+        model_off, batches, make_optim = build(name, args.depth, args.device, data)
+        model_on = copy.deepcopy(model_off)
+        audit_model(model_on, deterministic=True, replace=True)
+        optims = {False: make_optim(model_off), True: make_optim(model_on)}
+        models = {False: model_off, True: model_on}
+        times = {False: [], True: []}
+        for it in range(args.iters + 1):
+            for det in (False, True):
+                torch.use_deterministic_algorithms(det)
+                models[det].train()
+                sync()
+                start = time.perf_counter()
+                models[det].train_step(batches[it % len(batches)], optims[det])
+                sync()
+                times[det].append(time.perf_counter() - start)
+        torch.use_deterministic_algorithms(False)
+        off, on = statistics.median(times[False][1:]), statistics.median(times[True][1:])
+        print(f'| {name} | {off:.3f} | {on:.3f} | {off / on:.3f} | '
+              f'{times[False][0]:.2f} / {times[True][0]:.2f} |')
+
+
+if __name__ == '__main__':
+    main()

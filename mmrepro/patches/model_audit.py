@@ -1,0 +1,41 @@
+"""Audit (and make deterministic) the model right after the Runner builds it."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mmengine.logging import print_log
+from mmengine.runner import Runner
+
+from .runner_randomness import SETTINGS_ATTR
+
+#: Runner attribute holding the audit entries (for the run record).
+AUDIT_ATTR = '_mmrepro_audit'
+
+_original_build_model = Runner.build_model
+
+
+def build_model(self: Runner, model: Any) -> Any:
+    """``Runner.build_model``, then the mmcv op audit when deterministic mode is on.
+
+    Every module backed by an mmcv op that is nondeterministic on CUDA is listed in
+    the log (and the run record); ``mmcv.ops.RoIAlign`` layers are replaced by
+    :class:`mmrepro.ops.DeterministicRoIAlign`. With ``randomness.strict`` a
+    remaining one is an error naming the module.
+    """
+    model = _original_build_model(self, model)
+    settings = getattr(self, SETTINGS_ATTR, None)
+    if not settings or not settings['deterministic']:
+        return model
+    from ..op_audit import audit_model, format_audit
+    entries = audit_model(model, deterministic=True, strict=settings['strict'], replace=True)
+    setattr(self, AUDIT_ATTR, entries)
+    remaining = any(e['action'] != 'replaced' for e in entries)
+    print_log(format_audit(entries), logger='current',
+              level=logging.WARNING if remaining else logging.INFO)
+    return model
+
+
+def apply() -> None:
+    """Install :func:`build_model` on MMEngine's Runner."""
+    Runner.build_model = build_model
