@@ -104,3 +104,12 @@ def test_legacy_mmdet_names_and_registries():
     assert isinstance(MMDET_HOOKS.build(dict(type='ReproducibilityHook')),
                       mmrepro.ReproducibilityHook)
     assert FUNCTIONS.get('mmrepro_worker_init_fn') is mmrepro.worker_init_fn
+
+
+def test_faster_rcnn_trains_with_replaced_roi_align(runs):
+    """Deterministic mode swaps mmcv RoIAlign; the audit in the log says so."""
+    log = open(sorted(__import__('glob').glob(
+        osp.join(runs.get('faster_rcnn', 'base'), '*', '*.log')))[-1]).read()
+    assert 'mmcv op audit: 4 module(s) backed by ops nondeterministic on CUDA' in log
+    assert log.count('| RoIAlign | RoIAlign | replaced') == 4
+    assert 'roi_head.bbox_roi_extractor.roi_layers.0' in log
