@@ -5,10 +5,12 @@ For each detector, two copies of the model start from the same weights: one trai
 with ``deterministic=False`` (mmcv ops as they are), one with ``deterministic=True``
 (``torch.use_deterministic_algorithms(True)`` and mmcv RoIAlign replaced, exactly as
 a Runner under mmrepro does). Their train steps alternate on the same real batches
-(the demo pipeline), and the table reports the median iteration time after warm-up,
-the ratio, and the first iteration of each mode.
+(the demo pipeline) in alternating blocks (switching the global deterministic flag
+every step would measure the switch, not the mode). The table reports the median
+iteration time inside blocks, the ratio, and the median first iteration after a switch.
 
-    python benchmarks/bench_deterministic.py [--depth 18|50] [--iters 8] [--device cpu|cuda]
+    python benchmarks/bench_deterministic.py [--depth 18|50] [--block 4] [--rounds 3]
+        [--device cpu|cuda]
 """
 from __future__ import annotations
 
@@ -42,7 +44,9 @@ def build(name: str, depth: int, device: str, data: str):
         cfg.model.backbone.depth = depth
         cfg.model.neck.in_channels = [256, 512, 1024, 2048]
     torch.manual_seed(0)
-    model = MODELS.build(cfg.model).to(device)
+    model = MODELS.build(cfg.model)
+    model.init_weights()  # as the Runner does
+    model = model.to(device)
     cfg.train_dataloader.dataset.data_root = data
     cfg.train_dataloader.num_workers = 0
     cfg.train_dataloader.persistent_workers = False
@@ -55,7 +59,8 @@ def build(name: str, depth: int, device: str, data: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--depth', type=int, default=18)
-    parser.add_argument('--iters', type=int, default=8)
+    parser.add_argument('--block', type=int, default=4)
+    parser.add_argument('--rounds', type=int, default=3)
     parser.add_argument('--device', default='cpu')
     parser.add_argument('--data', default='data/demo')
     args = parser.parse_args()
@@ -66,8 +71,10 @@ def main() -> None:
     data = make_tiny_coco(args.data)['root'].rstrip('/') + '/'
     sync = torch.cuda.synchronize if args.device == 'cuda' else (lambda: None)
     print(f'train-step time, deterministic off vs on, ResNet-{args.depth} FPN, '
-          f'device={args.device}, batch 2 of the demo pipeline, median of {args.iters}')
-    print('| detector | off: s/iter | on: s/iter | on/off throughput | first iter off / on (s) |')
+          f'device={args.device}, batch 2 of the demo pipeline, {args.rounds} rounds of '
+          f'{args.block}-iteration blocks per mode')
+    print('| detector | off: s/iter | on: s/iter | on/off throughput | '
+          'first iter after switch, off / on (s) |')
     print('|---|---|---|---|---|')
     for name in CONFIGS:
         model_off, batches, make_optim = build(name, args.depth, args.device, data)
@@ -76,19 +83,21 @@ def main() -> None:
         optims = {False: make_optim(model_off), True: make_optim(model_on)}
         models = {False: model_off, True: model_on}
         times = {False: [], True: []}
-        for it in range(args.iters + 1):
+        first = {False: [], True: []}
+        for _ in range(args.rounds):
             for det in (False, True):
                 torch.use_deterministic_algorithms(det)
                 models[det].train()
-                sync()
-                start = time.perf_counter()
-                models[det].train_step(batches[it % len(batches)], optims[det])
-                sync()
-                times[det].append(time.perf_counter() - start)
+                for it in range(args.block):
+                    sync()
+                    start = time.perf_counter()
+                    models[det].train_step(batches[it % len(batches)], optims[det])
+                    sync()
+                    (first if it == 0 else times)[det].append(time.perf_counter() - start)
         torch.use_deterministic_algorithms(False)
-        off, on = statistics.median(times[False][1:]), statistics.median(times[True][1:])
+        off, on = statistics.median(times[False]), statistics.median(times[True])
         print(f'| {name} | {off:.3f} | {on:.3f} | {off / on:.3f} | '
-              f'{times[False][0]:.2f} / {times[True][0]:.2f} |')
+              f'{statistics.median(first[False]):.2f} / {statistics.median(first[True]):.2f} |')
 
 
 if __name__ == '__main__':
