@@ -31,6 +31,16 @@ AUG_PIPELINE = """[
     dict(type='PackDetInputs'),
 ]"""
 
+#: An IterBasedTrainLoop + InfiniteSampler variant of the test configs (24 iterations).
+ITER_LOOP = """
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=24, val_interval=100)
+train_dataloader = dict(sampler=dict(_delete_=True, type='InfiniteSampler', shuffle=True))
+param_scheduler = [dict(type='MultiStepLR', by_epoch=False, milestones=[16], gamma=0.1)]
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=8))
+log_processor = dict(by_epoch=False)
+custom_hooks = [dict(type='ReproducibilityHook')]
+"""
+
 
 def write_config(path: str, model: str, data_root: str, extra: str = '',
                  num_workers: int = 2, persistent: bool = True, validate: bool = False,

@@ -1,20 +1,11 @@
 """Data randomness is a function of (seed, epoch, sample): real detectors, any workers."""
 import pytest
-from repro_utils import losses, train_log
+from repro_utils import ITER_LOOP, losses, train_log
 
 pytestmark = pytest.mark.slow
 
 # (tag, num_workers, persistent_workers); ('base' is num_workers=2, persistent).
 LOADERS = [('nw0', 0, False), ('nw1', 1, False), ('nw4', 4, True), ('nw2-nonpersist', 2, False)]
-
-ITER_LOOP = """
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=24, val_interval=100)
-train_dataloader = dict(sampler=dict(_delete_=True, type='InfiniteSampler', shuffle=True))
-param_scheduler = [dict(type='MultiStepLR', by_epoch=False, milestones=[16], gamma=0.1)]
-default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=8))
-log_processor = dict(by_epoch=False)
-custom_hooks = [dict(type='ReproducibilityHook')]
-"""
 
 MOSAIC = """
 train_dataloader = dict(

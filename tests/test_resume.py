@@ -10,21 +10,20 @@ import time
 
 import pytest
 import torch
-from repro_utils import REPO, checkpoint, losses, run_train, state_digest, train_log, write_config
+from repro_utils import (
+    ITER_LOOP,
+    REPO,
+    checkpoint,
+    losses,
+    run_train,
+    state_digest,
+    train_log,
+    write_config,
+)
 
 from mmrepro.checkpoint_io import safe_load
 
 pytestmark = pytest.mark.slow
-
-ITER_LOOP = """
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=24, val_interval=100)
-train_dataloader = dict(sampler=dict(_delete_=True, type='InfiniteSampler', shuffle=True))
-param_scheduler = [dict(type='MultiStepLR', by_epoch=False, milestones=[16], gamma=0.1)]
-default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=8))
-log_processor = dict(by_epoch=False)
-custom_hooks = [dict(type='ReproducibilityHook')]
-"""
-
 
 def _resume(runs, tmp_path, model, ckpt, extra='', **kw):
     config = write_config(str(tmp_path / 'cfg.py'), model, runs.data_root, extra=extra, **kw)
