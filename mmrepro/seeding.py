@@ -23,7 +23,7 @@ RANDOMNESS_DEFAULTS: Dict[str, Any] = dict(
     sample_seeding=True,
     warn_only=False,
     strict=False,
-    fill_uninitialized_memory=False,
+    fill_uninitialized_memory=None,
 )
 
 #: Value of ``CUBLAS_WORKSPACE_CONFIG`` mmrepro sets when it is missing.
@@ -98,7 +98,7 @@ def validate_randomness(randomness: Optional[Mapping[str, Any]]) -> Dict[str, An
         out['seed'] = check_seed(out['seed'])
     for key in _BOOL_KEYS:
         check_flag(out[key], f'randomness.{key}')
-    if out['fill_uninitialized_memory'] is not None:  # None: PyTorch's default (True)
+    if out['fill_uninitialized_memory'] is not None:
         check_flag(out['fill_uninitialized_memory'], 'randomness.fill_uninitialized_memory')
     return out
 

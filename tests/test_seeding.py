@@ -85,7 +85,7 @@ def test_randomness_must_be_a_dict():
 def test_defaults_filled():
     out = validate_randomness(dict(seed=3))
     assert out['seed'] == 3 and out['deterministic'] is False
-    assert out['sample_seeding'] is True and out['fill_uninitialized_memory'] is False
+    assert out['sample_seeding'] is True
 
 
 def test_deterministic_sets_flags_and_cublas(monkeypatch):
