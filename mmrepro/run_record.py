@@ -1,23 +1,51 @@
-"""The run record: everything needed to compare a run with a teammate's."""
+"""The run record: everything needed to compare a run with a teammate's.
+
+:func:`collect_run_record` gathers, at the start of training: the seed and
+``randomness`` settings, world size and distributed backend, versions (python, torch,
+CUDA, cuDNN, mmengine, mmcv, mmdet, numpy, mmrepro), device names, PyTorch's
+numerics flags, the environment variables that change results, a hash of the
+resolved config and the config itself flattened to dotted keys (so two records can
+name the keys that differ, e.g. ``optim_wrapper.optimizer.lr``), a fingerprint of
+the training data (the annotation files' contents and the list of images trained
+on) and of the code (mmrepro's sources, the git commit and uncommitted changes).
+``ReproducibilityHook`` writes it to ``<log_dir>/run_record.json`` and into every
+checkpoint's ``meta['run_record']``; ``tools/repro_diff.py`` compares two of them.
+"""
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
 import os.path as osp
 import platform
+import re
+import subprocess
 import sys
 from importlib import metadata
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
 #: Environment variables that change numerical results or their reproducibility.
 RELEVANT_ENV = ('CUBLAS_WORKSPACE_CONFIG', 'PYTHONHASHSEED', 'CUDA_VISIBLE_DEVICES',
-                'OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'NCCL_ALGO', 'NCCL_PROTO',
-                'TORCH_CUDNN_V8_API_ENABLED', 'CUDA_LAUNCH_BLOCKING')
+                'OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'MKL_CBWR', 'KMP_DETERMINISTIC_REDUCTION',
+                'NCCL_ALGO', 'NCCL_PROTO', 'NVIDIA_TF32_OVERRIDE',
+                'TORCH_ALLOW_TF32_CUBLAS_OVERRIDE', 'TORCH_CUDNN_V8_API_ENABLED',
+                'CUDA_LAUNCH_BLOCKING')
 PACKAGES = ('torch', 'mmengine', 'mmcv', 'mmdet', 'numpy', 'mmrepro')
 RECORD_NAME = 'run_record.json'
+#: Version of the record's layout (``record_version``).
+RECORD_VERSION = 1
+#: Config keys that only name places; left out of :func:`config_hash`.
+LOCATION_KEYS = ('work_dir', 'launcher', 'resume', 'load_from')
+#: Record keys that name places or times, not settings; :func:`diff_records` skips them.
+IGNORED_KEYS = ('timestamp', 'work_dir', 'argv', 'config.work_dir')
+#: Keys every record has (:func:`load_run_record` checks them).
+REQUIRED_KEYS = ('seed', 'world_size', 'versions', 'config_sha256')
+#: Stands for a key one of two records lacks (:func:`diff_records`).
+MISSING = '<missing>'
+_ADDRESS = re.compile(r' at 0x[0-9a-fA-F]+')
 
 
 def versions() -> Dict[str, Optional[str]]:
@@ -35,35 +63,152 @@ def versions() -> Dict[str, Optional[str]]:
 
 
 def devices() -> Dict[str, Any]:
-    """The CPU and every visible CUDA device, by name."""
+    """The host, the CPU and every visible CUDA device, by name."""
     cuda = ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
             if torch.cuda.is_available() else [])
-    return dict(cpu=platform.processor() or platform.machine(), cuda=cuda,
-                torch_threads=torch.get_num_threads())
+    return dict(host=platform.node(), platform=platform.platform(),
+                cpu=platform.processor() or platform.machine(), cpu_count=os.cpu_count(),
+                cuda=cuda, torch_threads=torch.get_num_threads())
+
+
+def torch_flags() -> Dict[str, Any]:
+    """PyTorch settings that change numerical results (TF32, cuDNN, determinism)."""
+    fill = getattr(getattr(torch.utils, 'deterministic', None),
+                   'fill_uninitialized_memory', None)
+    return dict(
+        deterministic_algorithms=torch.are_deterministic_algorithms_enabled(),
+        deterministic_warn_only=torch.is_deterministic_algorithms_warn_only_enabled(),
+        fill_uninitialized_memory=fill,
+        cudnn_enabled=torch.backends.cudnn.enabled,
+        cudnn_benchmark=torch.backends.cudnn.benchmark,
+        cudnn_deterministic=torch.backends.cudnn.deterministic,
+        cudnn_allow_tf32=torch.backends.cudnn.allow_tf32,
+        matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32,
+        float32_matmul_precision=torch.get_float32_matmul_precision(),
+    )
+
+
+def code_fingerprint(cwd: Optional[str] = None) -> Dict[str, Any]:
+    """What code ran: a hash of mmrepro's sources and the git state of the working dir.
+
+    Returns:
+        dict: ``mmrepro_sha256`` (over every ``.py`` file of the installed mmrepro) and
+        ``git`` (``commit``, ``dirty`` and ``diff_sha256`` of ``git diff HEAD`` for the
+        tracked files of the repository containing ``cwd``; None outside a repository
+        or without git).
+    """
+    root = osp.dirname(osp.abspath(__file__))
+    digest = hashlib.sha256()
+    for path in sorted(glob.glob(osp.join(root, '**', '*.py'), recursive=True)):
+        digest.update(osp.relpath(path, root).encode() + b'\0')
+        with open(path, 'rb') as f:
+            digest.update(hashlib.sha256(f.read()).digest())
+    return dict(mmrepro_sha256=digest.hexdigest(), git=_git_state(cwd or os.getcwd()))
+
+
+def _git_state(cwd: str) -> Optional[Dict[str, Any]]:
+    def git(*args: str) -> Optional[str]:
+        try:
+            proc = subprocess.run(['git', *args], cwd=cwd, capture_output=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout.decode(errors='replace') if proc.returncode == 0 else None
+
+    commit = git('rev-parse', 'HEAD')
+    if commit is None:
+        return None
+    diff = git('diff', 'HEAD', '--no-ext-diff', '--no-color') or ''
+    return dict(commit=commit.strip(), dirty=bool(diff),
+                diff_sha256=hashlib.sha256(diff.encode()).hexdigest() if diff else None)
 
 
 def config_hash(cfg_text: str) -> str:
     """sha256 of the resolved config text, without the keys that only name places."""
-    kept = [line for line in cfg_text.splitlines()
-            if not line.startswith(('work_dir', 'launcher', 'resume', 'load_from'))]
+    kept = [line for line in cfg_text.splitlines() if not line.startswith(LOCATION_KEYS)]
     return hashlib.sha256('\n'.join(kept).encode()).hexdigest()
 
 
+def _text(value: Any) -> str:
+    """``repr`` without memory addresses (functions and classes by qualified name)."""
+    if isinstance(value, type) or callable(value) and hasattr(value, '__qualname__'):
+        return f'{getattr(value, "__module__", "?")}.{value.__qualname__}'
+    return _ADDRESS.sub('', repr(value))
+
+
+def flatten_config(cfg: Any, prefix: str = '') -> Dict[str, str]:
+    """A config as ``{dotted key: repr(value)}``, e.g. ``optim_wrapper.optimizer.lr``.
+
+    Dicts are walked into; lists and tuples only when they hold dicts (pipelines,
+    hooks: ``train_pipeline.2.prob``), otherwise they are one value (``(1333, 800)``).
+
+    Args:
+        cfg: An MMEngine ``Config``, a ``ConfigDict`` or a plain dict.
+        prefix: Prefix of every key (used in recursion).
+
+    Returns:
+        dict: Keys in config order; values are ``repr`` texts.
+    """
+    if hasattr(cfg, 'to_dict'):
+        cfg = cfg.to_dict()
+    out: Dict[str, str] = {}
+    if isinstance(cfg, dict):
+        items: Iterable = cfg.items()
+    elif isinstance(cfg, (list, tuple)) and any(isinstance(v, dict) for v in cfg):
+        items = enumerate(cfg)
+    else:
+        out[prefix] = _text(cfg)
+        return out
+    empty = True
+    for key, value in items:
+        empty = False
+        out.update(flatten_config(value, f'{prefix}.{key}' if prefix else str(key)))
+    if empty and prefix:
+        out[prefix] = _text(cfg)
+    return out
+
+
+def _relative(path: str, roots: List[str]) -> str:
+    """``path`` relative to the longest of ``roots`` containing it (else unchanged)."""
+    norm = osp.normpath(path)
+    for root in sorted(roots, key=len, reverse=True):
+        root = osp.normpath(root)
+        if norm == root or norm.startswith(root + os.sep):
+            return osp.relpath(norm, root)
+    return path
+
+
 def data_fingerprint(dataset: Any) -> Dict[str, Any]:
-    """sha256 of the annotation files and the image list behind ``dataset``."""
-    ann_files = sorted(set(_find(dataset, 'ann_file')))
-    digest = hashlib.sha256()
-    for path in ann_files:
+    """sha256 of the annotation files and of the image list behind ``dataset``.
+
+    Paths are taken relative to the dataset's ``data_root``, so the same data in
+    another directory (another machine) has the same fingerprint.
+
+    Returns:
+        dict: ``ann_files`` (relative path -> sha256 of the contents),
+        ``annotations_sha256`` (over all of them), ``images_sha256`` (over the image
+        paths trained on, in dataset order, after filtering), ``num_samples`` and
+        ``dataset`` (class name).
+    """
+    roots = [r for r in _find(dataset, 'data_root') if r]
+    ann_files: Dict[str, Optional[str]] = {}
+    for path in sorted(set(_find(dataset, 'ann_file'))):
         if osp.isfile(path):
             with open(path, 'rb') as f:
-                digest.update(hashlib.sha256(f.read()).digest())
+                ann_files[_relative(path, roots)] = hashlib.sha256(f.read()).hexdigest()
+        elif path:
+            ann_files[_relative(path, roots)] = None
+    combined = hashlib.sha256()
+    for name in sorted(ann_files):
+        combined.update(f'{name}\0{ann_files[name]}\n'.encode())
     images = hashlib.sha256()
     count = 0
     for info in _data_infos(dataset):
-        images.update(str(info.get('img_path', info.get('file_name', ''))).encode())
+        path = str(info.get('img_path', info.get('file_name', '')))
+        images.update(_relative(path, roots).encode() + b'\n')
         count += 1
-    return dict(ann_files=ann_files, annotations_sha256=digest.hexdigest(),
-                images_sha256=images.hexdigest(), num_samples=count)
+    return dict(dataset=type(dataset).__name__, ann_files=ann_files,
+                annotations_sha256=combined.hexdigest(), images_sha256=images.hexdigest(),
+                num_samples=count)
 
 
 def collect_run_record(runner: Any) -> Dict[str, Any]:
@@ -75,11 +220,16 @@ def collect_run_record(runner: Any) -> Dict[str, Any]:
                if torch.distributed.is_available() and torch.distributed.is_initialized()
                else None)
     record = dict(
+        record_version=RECORD_VERSION, timestamp=getattr(runner, 'timestamp', None),
+        work_dir=getattr(runner, 'work_dir', None),
         seed=settings.get('seed'), randomness=settings, world_size=get_world_size(),
         backend=backend, launcher=runner.launcher, versions=versions(), devices=devices(),
         env={k: os.environ.get(k) for k in RELEVANT_ENV},
         deterministic_algorithms=torch.are_deterministic_algorithms_enabled(),
+        torch_flags=torch_flags(),
         config_sha256=config_hash(runner.cfg.pretty_text),
+        config=flatten_config(runner.cfg),
+        code=code_fingerprint(),
         argv=sys.argv,
     )
     try:
@@ -93,7 +243,7 @@ def write_run_record(runner: Any, record: Dict[str, Any]) -> str:
     """Write ``record`` as JSON into the run's log dir; return the path."""
     path = osp.join(runner.log_dir, RECORD_NAME)
     with open(path, 'w') as f:
-        json.dump(record, f, indent=2, sort_keys=True, default=str)
+        json.dump(record, f, indent=2, default=str)
     return path
 
 
@@ -115,3 +265,112 @@ def _data_infos(dataset: Any) -> Iterable[dict]:
         info = get(i)
         if isinstance(info, dict):
             yield info
+
+
+# ------------------------------------------------------------------ reading records
+class RunRecordError(ValueError):
+    """A run record is missing, unreadable or not a run record."""
+
+
+def find_log_dir(path: str, filename: str = RECORD_NAME) -> str:
+    """The log dir holding ``filename``: ``path`` itself or its newest timestamp dir.
+
+    Args:
+        path: A work dir (``work_dir/<timestamp>/run_record.json`` inside) or a log dir.
+        filename: The file that marks a log dir.
+
+    Raises:
+        RunRecordError: ``path`` does not exist or has no such log dir.
+    """
+    if not osp.exists(path):
+        raise RunRecordError(f'{path}: no such file or directory')
+    if osp.isfile(osp.join(path, filename)):
+        return path
+    found = sorted(glob.glob(osp.join(glob.escape(path), '*', filename)))
+    if not found:
+        raise RunRecordError(
+            f'{path}: no {filename} in it or in a timestamped log dir under it '
+            f'({osp.join(path, "<timestamp>", filename)}); ReproducibilityHook writes it '
+            'when training starts')
+    return osp.dirname(found[-1])
+
+
+def load_run_record(path: str) -> Tuple[Dict[str, Any], str]:
+    """Read a run record from a work dir, a log dir, a ``run_record.json`` or a checkpoint.
+
+    Args:
+        path: A work dir (its newest log dir is used), a log dir, the JSON file, or a
+            ``.pth`` checkpoint (its ``meta['run_record']``).
+
+    Returns:
+        tuple: ``(record, source)`` where ``source`` is the file it was read from.
+
+    Raises:
+        RunRecordError: The record is missing, not valid JSON, not an object or lacks
+            :data:`REQUIRED_KEYS`; the message names the file and what is wrong.
+    """
+    if osp.isfile(path) and path.endswith(('.pth', '.pt', '.ckpt')):
+        from .checkpoint_io import safe_load
+        try:
+            checkpoint = safe_load(path, mmap=True)
+        except Exception as err:
+            raise RunRecordError(f'{path}: cannot load the checkpoint '
+                                 f'({type(err).__name__}: {err})') from None
+        record = (checkpoint.get('meta') or {}).get('run_record') \
+            if isinstance(checkpoint, dict) else None
+        if record is None:
+            raise RunRecordError(f"{path}: the checkpoint has no meta['run_record'] "
+                                 '(not written with ReproducibilityHook?)')
+        source = path
+    else:
+        source = path if osp.isfile(path) else osp.join(find_log_dir(path), RECORD_NAME)
+        try:
+            with open(source, encoding='utf-8') as f:
+                record = json.load(f)
+        except json.JSONDecodeError as err:
+            raise RunRecordError(f'{source}: not valid JSON ({err.msg} at line {err.lineno} '
+                                 f'column {err.colno}); the run record is corrupted') from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise RunRecordError(f'{source}: cannot read the run record ({err})') from None
+    if not isinstance(record, dict):
+        raise RunRecordError(f'{source}: a run record is a JSON object, got '
+                             f'{type(record).__name__}')
+    missing = [k for k in REQUIRED_KEYS if k not in record]
+    if missing:
+        raise RunRecordError(f'{source}: not a complete run record, missing key(s): '
+                             f'{", ".join(missing)}')
+    return record, source
+
+
+def _flatten_record(record: Dict[str, Any], prefix: str = '') -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for key, value in record.items():
+        name = f'{prefix}.{key}' if prefix else str(key)
+        if isinstance(value, dict) and value:
+            out.update(_flatten_record(value, name))
+        else:
+            out[name] = value
+    return out
+
+
+def diff_records(a: Dict[str, Any], b: Dict[str, Any]) -> List[Tuple[str, Any, Any]]:
+    """Every setting that differs between two run records.
+
+    Nested sections are compared key by key (``versions.torch``,
+    ``config.optim_wrapper.optimizer.lr``, ``data.ann_files.annotations/train.json``);
+    :data:`IGNORED_KEYS` are skipped.
+
+    Returns:
+        list: ``(dotted key, value in a, value in b)``, in ``a``'s key order then
+        ``b``'s; a key missing on one side has the value :data:`MISSING`.
+    """
+    flat_a, flat_b = _flatten_record(a), _flatten_record(b)
+    keys = list(flat_a) + [k for k in flat_b if k not in flat_a]
+    out = []
+    for key in keys:
+        if key in IGNORED_KEYS:
+            continue
+        value_a, value_b = flat_a.get(key, MISSING), flat_b.get(key, MISSING)
+        if json.dumps(value_a, default=str) != json.dumps(value_b, default=str):
+            out.append((key, value_a, value_b))
+    return out

@@ -1,0 +1,109 @@
+"""tools/check_repro.py: passes a reproducible detector, names an injected nondeterminism."""
+import os
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+from mmengine.config import Config
+from repro_utils import REPO, write_config
+
+from mmrepro.cli.check_repro import child_config, main
+
+TESTS = osp.dirname(osp.abspath(__file__))
+#: RetinaNet whose neck adds OS-seeded noise (tests/nondeterministic_layer.py).
+NOISY_NECK = """
+custom_imports = dict(imports=['mmrepro', 'nondeterministic_layer'], allow_failed_imports=False)
+model = dict(neck=dict(_delete_=True, type='NondeterministicNeck', neck=dict(
+    type='FPN', in_channels=[64, 128, 256, 512], out_channels=256, start_level=1,
+    add_extra_convs='on_input', num_outs=5)))
+"""
+
+
+def check_repro(*args: str) -> subprocess.CompletedProcess:
+    """Run tools/check_repro.py with tests/ importable by the training runs."""
+    path = os.pathsep.join(p for p in (TESTS, os.environ.get('PYTHONPATH')) if p)
+    return subprocess.run([sys.executable, osp.join(REPO, 'tools', 'check_repro.py'), *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, 'PYTHONPATH': path})
+
+
+@pytest.mark.slow
+def test_reproducible_detector_passes_rerun_resume_and_workers_checks(data_root, tmp_path):
+    config = write_config(str(tmp_path / 'cfg' / 'retinanet.py'), 'retinanet', data_root,
+                          num_workers=0)
+    proc = check_repro(config, '--iters', '3', '--resume-check', '--workers-check', '1',
+                       '--work-dir', str(tmp_path / 'check'))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr[-3000:]
+    assert 'run_b vs run_a: bit-identical over iterations 1..3' in out
+    assert 'resume vs run_a: bit-identical over iterations 2..3' in out  # from iter_1.pth
+    assert 'workers1 vs run_a: bit-identical over iterations 1..3' in out
+    assert 'PyTorch: none reported' in out
+    assert 'result: REPRODUCIBLE: 3 comparison(s) bit-identical' in out
+
+
+@pytest.mark.slow
+def test_injected_nondeterministic_module_is_named(data_root, tmp_path):
+    config = write_config(str(tmp_path / 'cfg' / 'noisy.py'), 'retinanet', data_root,
+                          num_workers=0, extra=NOISY_NECK)
+    proc = check_repro(config, '--iters', '2', '--work-dir', str(tmp_path / 'check'))
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr[-3000:]
+    assert 'run_b vs run_a: first diverging iteration: 1' in out
+    assert 'first difference: forward output of neck.noise (UrandomNoise)' in out
+    assert 'PyTorch: put_ (in run_a, run_b)' in out  # deterministic mode, warn_only
+    assert 'mmcv ops: none nondeterministic on CUDA in the model' in out
+    assert 'result: NOT REPRODUCIBLE: run_b (rerun) diverges at iteration 1' in out
+
+
+@pytest.mark.slow
+def test_failed_training_run_is_exit_2_with_its_log(tmp_path, capsys):
+    config = write_config(str(tmp_path / 'bad.py'), 'retinanet', str(tmp_path / 'no_data'),
+                          num_workers=0)
+    assert main([config, '--iters', '1', '--work-dir', str(tmp_path / 'check')]) == 2
+    err = capsys.readouterr().err
+    assert "training run 'run_a' failed with exit code" in err
+    assert osp.join(str(tmp_path / 'check'), 'run_a.log') in err
+
+
+@pytest.mark.parametrize('args, message', [
+    (['missing.py'], "config file not found: 'missing.py'"),
+    (['{cfg}', '--iters', '0'], '--iters must be >= 1, got 0'),
+    (['{cfg}', '--iters', '1', '--resume-check'],
+     '--resume-check resumes in the middle of the run, so it needs --iters >= 2, got 1'),
+    (['{cfg}', '--workers-check', '-1'], '--workers-check must be >= 0, got -1'),
+    (['{cfg}', '--cfg-options', 'lr'], "--cfg-options expects KEY=VALUE pairs, got 'lr'"),
+    (['{empty}'], "has no model; check_repro needs a training config"),
+])
+def test_bad_arguments_are_exit_2_with_a_message(tmp_path, capsys, args, message):
+    cfg = write_config(str(tmp_path / 'cfg.py'), 'retinanet', str(tmp_path))
+    empty = tmp_path / 'empty.py'
+    empty.write_text('a = 1\n')
+    argv = [a.format(cfg=cfg, empty=empty) for a in args]
+    assert main(argv + ['--work-dir', str(tmp_path / 'check')]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('check_repro: error: ') and message in err
+
+
+def test_malformed_command_line_is_exit_2():
+    with pytest.raises(SystemExit) as exc:
+        main(['--iters', 'many'])
+    assert exc.value.code == 2
+
+
+def test_child_config_traces_stops_and_keeps_the_users_hooks(tmp_path):
+    cfg = Config(dict(custom_hooks=[dict(type='ReproducibilityHook'),
+                                    dict(type='EMAHook', momentum=0.001)],
+                      custom_imports=dict(imports=['mine']), randomness=dict(deterministic=True)))
+    base = tmp_path / 'base.py'
+    base.write_text('val_dataloader = dict(batch_size=2)\n')
+    child = tmp_path / 'child.py'
+    child.write_text(child_config(cfg, str(base), 6, 3))
+    loaded = Config.fromfile(str(child), import_custom_modules=False)
+    assert loaded.custom_hooks == [
+        dict(type='ReproducibilityHook', trace_interval=1), dict(type='EMAHook', momentum=0.001),
+        dict(type='CheckReproStopHook', max_iters=6)]
+    assert loaded.custom_imports.imports == ['mine', 'mmrepro', 'mmrepro.cli.check_repro']
+    assert loaded.randomness == dict(seed=0, warn_only=True)  # seed pinned: config has none
+    assert loaded.default_hooks.checkpoint.interval == 3 and loaded.val_dataloader is None

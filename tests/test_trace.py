@@ -1,0 +1,247 @@
+"""mmrepro.trace: exact digests, the Tracer's hooks and file, comparing traces."""
+import json
+import types
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from mmrepro import trace as T
+
+MASK = (1 << 64) - 1
+
+
+def _hex(tensor, path=''):
+    return T.to_hex(T.tensor_digest(tensor, path))
+
+
+def _reference(tensor: torch.Tensor) -> int:
+    """The digest's definition in numpy integers (meta term excluded)."""
+    data = tensor.detach().contiguous().reshape(-1).numpy().view(np.uint8)
+    padded = np.zeros(-(-data.size // 8) * 8, dtype=np.uint8)
+    padded[:data.size] = data
+    words = padded.view('<u8')
+    with np.errstate(over='ignore'):
+        return int(np.sum(words * T.multipliers(0, words.size), dtype=np.uint64))
+
+
+def test_multipliers_are_odd_and_differ_by_position():
+    mult = T.multipliers(0, 3 * 65536 + 5)
+    assert np.all(mult & np.uint64(1) == 1)
+    assert len(np.unique(mult)) == mult.size
+    assert np.array_equal(T.multipliers(65530, 10), mult[65530:65540])
+
+
+@pytest.mark.parametrize('numel', [1, 7, 1000, 2 * 65536 * 2 + 3, 2 * 65536 * 9 + 2])
+def test_digest_matches_its_definition(numel):
+    tensor = torch.randn(numel, generator=torch.Generator().manual_seed(numel))
+    meta = T._meta('', tensor)
+    assert (T.tensor_digest(tensor) - meta) & MASK == _reference(tensor)
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float16, torch.bfloat16,
+                                   torch.float64, torch.int64, torch.uint8])
+def test_every_single_bit_flip_changes_the_digest(dtype):
+    gen = torch.Generator().manual_seed(0)
+    base = (torch.randn(3, 67, generator=gen) * 100).to(dtype)
+    raw = base.clone().reshape(-1).view(torch.uint8)
+    reference = _hex(base)
+    # every bit of the first, a middle and the last element, and random others
+    positions = list(range(base.element_size() * 8)) + \
+        [raw.numel() * 8 - 1 - b for b in range(base.element_size() * 8)] + \
+        torch.randint(0, raw.numel() * 8, (200,), generator=gen).tolist()
+    for bit in positions:
+        flipped = raw.clone()
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        assert _hex(flipped.view(dtype).view(base.shape)) != reference, (dtype, bit)
+
+
+def test_bit_flip_detected_in_every_chunk_of_a_large_tensor():
+    tensor = torch.randn(65536 * 2 * 3 + 5)  # three multiplier chunks and a tail
+    reference = _hex(tensor)
+    for index in (0, 65536 * 2 - 1, 65536 * 2, 65536 * 4 + 17, tensor.numel() - 1):
+        flipped = tensor.clone()
+        flipped.view(torch.int32)[index] ^= 1
+        assert _hex(flipped) != reference
+
+
+def test_permutations_are_detected():
+    gen = torch.Generator().manual_seed(1)
+    tensor = torch.randn(64, 64, generator=gen)
+    reference = _hex(tensor)
+    swapped = tensor.clone().reshape(-1)
+    swapped[[3, 2000]] = swapped[[2000, 3]]
+    assert _hex(swapped.reshape(64, 64)) != reference
+    assert _hex(tensor.reshape(-1)[torch.randperm(64 * 64, generator=gen)].reshape(64, 64)) \
+        != reference
+    assert _hex(tensor.t().contiguous()) != reference  # same shape, elements moved
+    assert _hex(tensor.flip(0)) != reference
+
+
+def test_digest_depends_on_bits_dtype_shape_not_on_layout():
+    tensor = torch.arange(12.).reshape(3, 4)
+    assert _hex(tensor.t()) == _hex(tensor.t().contiguous())  # logical order
+    assert _hex(tensor[:, 1:3]) == _hex(tensor[:, 1:3].clone())  # strided view
+    assert _hex(tensor) != _hex(tensor.reshape(4, 3))
+    assert _hex(tensor) != _hex(tensor.double())
+    assert _hex(torch.zeros(4)) != _hex(torch.zeros(4, dtype=torch.int32))
+    assert _hex(torch.tensor([0.0])) != _hex(torch.tensor([-0.0]))  # bits, not values
+    assert _hex(torch.zeros(0)) != _hex(torch.zeros(0, 3))
+    assert _hex(tensor) == _hex(tensor.clone())
+    assert _hex(tensor, 'a') != _hex(tensor, 'b')
+
+
+def test_digest_does_not_depend_on_thread_count():
+    tensor = torch.randn(65536 * 5)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _hex(tensor)
+        torch.set_num_threads(max(threads, 2))
+        assert _hex(tensor) == one
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_nested_outputs():
+    a, b = torch.randn(4), torch.randn(2, 3)
+    base = T.to_hex(T.digest((a, [b, {'x': a}])))
+    assert T.to_hex(T.digest((a.clone(), [b.clone(), {'x': a.clone()}]))) == base
+    changed = b.clone()
+    changed[1, 2] = changed[1, 2].nextafter(torch.tensor(10.))
+    assert T.to_hex(T.digest((a, [changed, {'x': a}]))) != base
+    assert T.to_hex(T.digest((a, [b, {'y': a}]))) != base  # keys count
+    assert T.to_hex(T.digest([b, a])) != T.to_hex(T.digest([a, b]))  # order counts
+    assert T.to_hex(T.digest({'p': a, 'q': b})) == T.to_hex(T.digest({'q': b, 'p': a}))
+    assert T.digest(None) is None and T.digest(['text', 3]) is None
+
+
+def test_data_elements_digest_numbers_not_paths():
+    from mmdet.structures import DetDataSample
+    from mmengine.structures import InstanceData
+
+    def sample(path, flip, box):
+        data = DetDataSample(metainfo=dict(img_path=path, flip=flip, scale_factor=(1.5, 2.0)))
+        data.gt_instances = InstanceData(bboxes=torch.tensor([box]), labels=torch.tensor([1]))
+        return data
+
+    base = T.to_hex(T.digest(sample('/a/1.png', False, [1., 2., 3., 4.])))
+    assert T.to_hex(T.digest(sample('/elsewhere/1.png', False, [1., 2., 3., 4.]))) == base
+    assert T.to_hex(T.digest(sample('/a/1.png', True, [1., 2., 3., 4.]))) != base
+    assert T.to_hex(T.digest(sample('/a/1.png', False, [1., 2., 3., 5.]))) != base
+
+
+# ------------------------------------------------------------------------- Tracer
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.conv(x)), x.mean()  # a tuple output
+
+
+class _Net(nn.Module):
+    def __init__(self, noise: bool = False) -> None:
+        super().__init__()
+        self.block = _Block()
+        self.shared = nn.Linear(4, 4)
+        self.noise = noise
+
+    def forward(self, x):
+        feat, _ = self.block(x)
+        if self.noise:
+            feat = feat + 1e-7 * torch.randn(feat.shape)
+        pooled = feat.mean((2, 3))
+        return {'loss': self.shared(self.shared(pooled)).square().mean()}  # called twice
+
+
+def _train(tmp_path, name, noise=False, interval=1, iters=4, seed=0):
+    torch.manual_seed(seed)
+    model = _Net()
+    model.noise = noise
+    optim = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    log_dir = tmp_path / name
+    log_dir.mkdir()
+    runner = types.SimpleNamespace(model=model, log_dir=str(log_dir), iter=0, epoch=0)
+    tracer = T.Tracer(runner, interval)
+    data = torch.randn(iters, 2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    hooks_seen = []
+    for i in range(iters):
+        runner.iter = i
+        tracer.before_train_iter(runner, i)
+        hooks_seen.append(len(model.block.conv._forward_hooks))
+        losses = model(data[i])
+        losses['loss'].backward()
+        optim.step()
+        optim.zero_grad()  # gradients are gone before after_train_iter, as in MMEngine
+        tracer.after_train_iter(runner, i, losses)
+    tracer.close()
+    conv = model.block.conv
+    assert not conv._forward_hooks and not conv.weight._post_accumulate_grad_hooks
+    return str(log_dir / T.TRACE_NAME), hooks_seen
+
+
+def test_tracer_writes_every_nth_iteration_with_hooks_only_then(tmp_path):
+    path, hooks_seen = _train(tmp_path, 'a', interval=2)
+    header, lines = T.read_trace(path)
+    assert header['interval'] == 2 and header['modules']['block.conv'] == 'Conv2d'
+    assert [line['iter'] for line in lines] == [2, 4]
+    assert hooks_seen == [0, 1, 0, 1]  # forward hooks exist only on traced iterations
+    line = lines[0]
+    assert list(line['losses']) == ['loss']
+    assert float.fromhex(line['losses']['loss']) > 0
+    assert list(line['forward'])[:3] == ['block.conv', 'block.bn', 'block']  # finish order
+    assert 'shared' in line['forward'] and 'shared#1' in line['forward']  # repeated call
+    assert line['forward']['shared'] != line['forward']['shared#1']
+    assert list(line['grad'])[:2] == ['shared.bias', 'shared.weight']  # backward order
+    assert set(line['grad']) == {n for n, _ in _Net().named_parameters()}
+    assert set(line['buffer']) >= {'block.bn.running_mean', 'block.bn.num_batches_tracked'}
+
+
+def test_tracer_gradients_are_those_of_backward(tmp_path):
+    path, _ = _train(tmp_path, 'a', iters=1)
+    _, lines = T.read_trace(path)
+    torch.manual_seed(0)
+    model = _Net()
+    data = torch.randn(1, 2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    model(data[0])['loss'].backward()
+    assert lines[0]['grad']['block.conv.weight'] == _hex(model.block.conv.weight.grad)
+
+
+def test_compare_traces_names_the_first_diverging_module(tmp_path):
+    same_a, _ = _train(tmp_path, 'a')
+    same_b, _ = _train(tmp_path, 'b')
+    noisy, _ = _train(tmp_path, 'c', noise=True)
+    header, lines_a = T.read_trace(same_a)
+    diff = T.compare_traces(lines_a, T.read_trace(same_b)[1])
+    assert diff.identical and diff.common == [1, 2, 3, 4]
+    assert 'bit-identical over iterations 1..4' in T.describe_diff(diff)[0]
+    diff = T.compare_traces(lines_a, T.read_trace(noisy)[1])
+    assert not diff.identical and diff.iteration == 1
+    # block's outputs are equal; the noise is added in the root module's forward
+    assert diff.culprit() == ('forward', 'shared')
+    text = '\n'.join(T.describe_diff(diff, header['modules']))
+    assert 'first diverging iteration: 1' in text
+    assert 'forward output of shared (Linear)' in text
+
+
+def test_read_trace_errors_name_file_and_line(tmp_path):
+    path, _ = _train(tmp_path, 'a')
+    rows = open(path).read().splitlines()
+    cut = tmp_path / 'cut.jsonl'
+    cut.write_text('\n'.join(rows[:-1]) + '\n' + rows[-1][:50])  # killed mid-write
+    header, lines = T.read_trace(str(cut))
+    assert header['truncated'] and len(lines) == len(rows) - 2
+    broken = tmp_path / 'broken.jsonl'
+    broken.write_text('\n'.join([rows[0], rows[1][:30], *rows[2:]]) + '\n')
+    with pytest.raises(T.TraceError, match=r'broken.jsonl: line 2 is not valid JSON'):
+        T.read_trace(str(broken))
+    other = tmp_path / 'other.jsonl'
+    other.write_text(json.dumps({'iter': 1}) + '\n')
+    with pytest.raises(T.TraceError, match='not an mmrepro trace header'):
+        T.read_trace(str(other))
+    with pytest.raises(T.TraceError, match='no such trace file'):
+        T.read_trace(str(tmp_path / 'missing.jsonl'))
