@@ -12,7 +12,7 @@ from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
 from ..data.rng_state import capture_rng_state, restore_rng_state
 from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..patches.epoch_loop import OFFSET_ATTR
-from ..patches.runner_randomness import SETTINGS_ATTR
+from ..patches.runner_randomness import SEED_MESSAGE_ATTR, SETTINGS_ATTR
 from ..resume_state import NOT_RESTORED, build_section, check_section
 from ..run_record import collect_run_record, write_run_record
 from ..seeding import get_rank, get_world_size
@@ -61,7 +61,10 @@ class ReproducibilityHook(Hook):
 
     # ------------------------------------------------------------ run record
     def before_run(self, runner) -> None:
-        """Write the run record; start the trace if asked."""
+        """Log the seed into the run's log, write the run record; start the trace if asked."""
+        message = getattr(runner, SEED_MESSAGE_ATTR, None)
+        if message:
+            runner.logger.info(message)
         self._record = collect_run_record(runner)
         if is_main_process():
             path = write_run_record(runner, self._record)

@@ -14,6 +14,8 @@ from ..seeding import init_random_seed, set_random_seed, validate_randomness
 
 #: Runner attribute holding the validated settings (seed materialised).
 SETTINGS_ATTR = '_mmrepro_settings'
+#: Runner attribute holding the line that reports the seed and where it came from.
+SEED_MESSAGE_ATTR = '_mmrepro_seed_message'
 #: Runner attribute holding what was read from the checkpoint to resume, if any.
 RESUME_ATTR = '_mmrepro_resume'
 
@@ -62,10 +64,14 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
         fill_uninitialized_memory=settings['fill_uninitialized_memory'])
     setattr(self, SETTINGS_ATTR, settings)
     if first_call:
-        print_log(f'mmrepro: seed {base_seed} ({source}); deterministic='
-                  f"{settings['deterministic']}, diff_rank_seed="
-                  f"{settings['diff_rank_seed']}, sample_seeding="
-                  f"{settings['sample_seeding']}", logger='current')
+        # Printed now (the Runner's own logger does not exist yet) and kept, so that
+        # ReproducibilityHook writes it into the run's log file too.
+        message = (f'mmrepro: seed {base_seed} ({source}); deterministic='
+                   f"{settings['deterministic']}, diff_rank_seed="
+                   f"{settings['diff_rank_seed']}, sample_seeding="
+                   f"{settings['sample_seeding']}")
+        setattr(self, SEED_MESSAGE_ATTR, message)
+        print_log(message, logger='current')
 
 
 def _peek_resume_checkpoint(runner: Runner) -> Optional[dict]:
