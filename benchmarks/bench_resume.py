@@ -9,7 +9,7 @@ position are set to k, and train one more iteration. Each resume is a fresh proc
 the table reports its wall time. Also reports the size and capture time of the RNG
 state mmrepro adds to every checkpoint.
 
-    python benchmarks/bench_resume.py [--ks 8 64 512]
+    python benchmarks/bench_resume.py [--ks 8 64 512] [--scale W H]
 """
 from __future__ import annotations
 
@@ -28,9 +28,14 @@ sys.path.insert(0, REPO)
 
 CONFIG = """_base_ = {base!r}
 data_root = {data!r}
+train_pipeline = [
+    dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+    dict(type='RandomResize', scale={scale}, ratio_range=(0.8, 1.2), keep_ratio=True),
+    dict(type='RandomFlip', prob=0.5), dict(type='PhotoMetricDistortion'),
+    dict(type='PackDetInputs')]
 train_dataloader = dict(num_workers=0, persistent_workers=False,
                         sampler=dict(_delete_=True, type='InfiniteSampler', shuffle=True),
-                        dataset=dict(data_root=data_root))
+                        dataset=dict(data_root=data_root, pipeline=train_pipeline))
 val_dataloader = None
 val_cfg = None
 val_evaluator = None
@@ -63,11 +68,12 @@ def write(path: str, text: str) -> str:
     return path
 
 
-def config(tmp: str, data: str, max_iters: int, plain: bool) -> str:
+def config(tmp: str, data: str, max_iters: int, plain: bool, scale: tuple) -> str:
     base = osp.join(REPO, 'configs', 'retinanet_r18_fpn_3e_tinycoco.py')
     name = f"{'plain' if plain else 'mmrepro'}_{max_iters}.py"
     return write(osp.join(tmp, name), CONFIG.format(base=base, data=data, max_iters=max_iters,
-                                                    plain=PLAIN if plain else ''))
+                                                    plain=PLAIN if plain else '',
+                                                    scale=tuple(scale)))
 
 
 def timed(cmd, env=None) -> float:
@@ -103,27 +109,30 @@ def rng_state_cost() -> tuple:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--ks', type=int, nargs='+', default=[8, 64, 512])
+    parser.add_argument('--scale', type=int, nargs=2, default=(160, 128),
+                        help='training scale of the pipeline (1333 800: COCO)')
     args = parser.parse_args()
     from mmrepro.demo import make_tiny_coco
     tmp = tempfile.mkdtemp(prefix='bench_resume_')
     data = make_tiny_coco(osp.join(tmp, 'data'))['root'] + '/'
     train = osp.join(REPO, 'tools', 'train.py')
-    timed([sys.executable, train, config(tmp, data, 1, False), '--work-dir',
+    timed([sys.executable, train, config(tmp, data, 1, False, args.scale), '--work-dir',
            osp.join(tmp, 'first')])
     first = osp.join(tmp, 'first', 'iter_1.pth')
     main_py = write(osp.join(tmp, 'plain_main.py'), PLAIN_MAIN)
     rows = []
     for k in args.ks:
         ckpt = checkpoint_at(first, osp.join(tmp, f'iter_{k}.pth'), k)
-        ours = timed([sys.executable, train, config(tmp, data, k + 1, False), '--work-dir',
+        ours = timed([sys.executable, train, config(tmp, data, k + 1, False, args.scale), '--work-dir',
                       osp.join(tmp, f'ours_{k}'), '--resume', ckpt])
-        plain = timed([sys.executable, main_py, config(tmp, data, k + 1, True),
+        plain = timed([sys.executable, main_py, config(tmp, data, k + 1, True, args.scale),
                        osp.join(tmp, f'plain_{k}'), ckpt],
                       env={'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD': '1'})
         rows.append((k, ours, plain))
     size, ms = rng_state_cost()
     print('resume at iteration k: launch -> first new iteration done (s), one process each,')
-    print('demo RetinaNet R18, batch 2, num_workers=0, IterBasedTrainLoop + InfiniteSampler')
+    print(f'demo RetinaNet R18, batch 2, images resized to {tuple(args.scale)}, num_workers=0, '
+          'IterBasedTrainLoop + InfiniteSampler')
     print('| k | mmrepro (index-level skip) | plain MMEngine (replay) | plain / mmrepro |')
     print('|---|---|---|---|')
     for k, ours, plain in rows:
