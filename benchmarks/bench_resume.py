@@ -123,8 +123,8 @@ def main() -> None:
     rows = []
     for k in args.ks:
         ckpt = checkpoint_at(first, osp.join(tmp, f'iter_{k}.pth'), k)
-        ours = timed([sys.executable, train, config(tmp, data, k + 1, False, args.scale), '--work-dir',
-                      osp.join(tmp, f'ours_{k}'), '--resume', ckpt])
+        ours = timed([sys.executable, train, config(tmp, data, k + 1, False, args.scale),
+                      '--work-dir', osp.join(tmp, f'ours_{k}'), '--resume', ckpt])
         plain = timed([sys.executable, main_py, config(tmp, data, k + 1, True, args.scale),
                        osp.join(tmp, f'plain_{k}'), ckpt],
                       env={'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD': '1'})
