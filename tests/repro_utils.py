@@ -105,6 +105,12 @@ def state_digest(path: str) -> str:
     return digest.hexdigest()
 
 
+def run_log(work_dir: str) -> str:
+    """Text of the newest run's log file in ``work_dir``."""
+    with open(sorted(glob.glob(osp.join(work_dir, '*', '*.log')))[-1]) as f:
+        return f.read()
+
+
 def train_log(work_dir: str, run: int = -1) -> List[dict]:
     """The per-iteration training scalars of the ``run``-th run in ``work_dir``."""
     files = sorted(glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json')))

@@ -8,6 +8,7 @@ from repro_utils import (
     CONFIGS,
     checkpoint,
     losses,
+    run_log,
     run_train,
     state_digest,
     train_log,
@@ -41,7 +42,7 @@ def test_seedless_config_reproduces_with_recorded_seed(runs, tmp_path):
     assert isinstance(seed, int) and ckpt['mmrepro']['seed'] == seed
     dump = open(osp.join(work_dir, 'retinanet_noseed.py')).read()
     assert re.search(rf"seed={seed}\b", dump.replace(' ', ''))
-    log = open(sorted(__import__('glob').glob(osp.join(work_dir, '*', '*.log')))[-1]).read()
+    log = run_log(work_dir)
     assert f'mmrepro: seed {seed} (drawn on rank 0 and broadcast' in log
     again = runs.get('retinanet', 'noseed-rerun', '--seed', str(seed), extra=no_seed,
                      max_epochs=1)
@@ -60,7 +61,7 @@ def test_resume_loads_weights_only_without_escape_hatches(runs, tmp_path, monkey
 
 def test_report_names_checkpoint_log_and_seed(runs):
     work_dir = runs.get('retinanet', 'base')
-    log = open(sorted(__import__('glob').glob(osp.join(work_dir, '*', '*.log')))[-1]).read()
+    log = run_log(work_dir)
     assert 'mmrepro: training finished' in log and 'seed:        0' in log
     assert osp.join(work_dir, 'epoch_3.pth') in log
 
@@ -108,8 +109,7 @@ def test_legacy_mmdet_names_and_registries():
 
 def test_faster_rcnn_trains_with_replaced_roi_align(runs):
     """Deterministic mode swaps mmcv RoIAlign; the audit in the log says so."""
-    log = open(sorted(__import__('glob').glob(
-        osp.join(runs.get('faster_rcnn', 'base'), '*', '*.log')))[-1]).read()
+    log = run_log(runs.get('faster_rcnn', 'base'))
     assert 'mmcv op audit: 4 module(s) backed by ops nondeterministic on CUDA' in log
     assert log.count('| RoIAlign | RoIAlign | replaced') == 4
     assert 'roi_head.bbox_roi_extractor.roi_layers.0' in log

@@ -1,10 +1,8 @@
 """Data randomness is a function of (seed, epoch, sample): real detectors, any workers."""
-import glob
-import os.path as osp
 import re
 
 import pytest
-from repro_utils import ITER_LOOP, losses, train_log
+from repro_utils import ITER_LOOP, losses, run_log, train_log
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +54,6 @@ def test_mosaic_mixup_same_weights_for_0_and_2_workers(runs):
 def test_validation_every_epoch_does_not_change_training(runs):
     with_val = runs.get('retinanet', 'val', validate=True)
     assert runs.digest('retinanet', 'val') == runs.digest('retinanet', 'base')
-    log = open(sorted(glob.glob(osp.join(with_val, '*', '*.log')))[-1]).read()
+    log = run_log(with_val)
     # validation really ran after every epoch (the val loop's summary line per epoch)
     assert re.findall(r'Epoch\(val\) \[(\d)\]\[4/4\]\s+data_time', log) == ['1', '2', '3']

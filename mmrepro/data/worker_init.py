@@ -1,13 +1,11 @@
 """Worker initialisation with collision-free seeds, registered in MMEngine's FUNCTIONS."""
 from __future__ import annotations
 
-import random
-
-import numpy as np
 import torch
 from mmengine.registry import FUNCTIONS
 
-from .seeds import WORKER, derive_words
+from .rng_state import seed_host_rngs
+from .seeds import WORKER
 
 
 @FUNCTIONS.register_module(name='mmrepro_worker_init_fn')
@@ -29,8 +27,4 @@ def worker_init_fn(worker_id: int, seed: int, rank: int = 0) -> None:
         seed: The run's seed.
         rank: The process's rank.
     """
-    base = torch.initial_seed() % (2**63)
-    words = derive_words(WORKER, seed, rank, worker_id, base)
-    random.seed(int.from_bytes(words.tobytes(), 'little'))
-    np.random.seed(words)
-    torch.manual_seed(int(words[0]) | (int(words[1]) << 32))
+    seed_host_rngs((WORKER, seed, rank, worker_id, torch.initial_seed() % (2**63)))
