@@ -8,6 +8,7 @@ import os
 import os.path as osp
 import subprocess
 import sys
+import tempfile
 from typing import Dict, List, Optional, Sequence
 
 import torch
@@ -15,6 +16,9 @@ import torch
 from mmrepro.checkpoint_io import safe_load
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+#: Working directory of every training subprocess: an empty directory, so that a test
+#: config that lost its data override fails instead of reading the repo's data/demo.
+RUN_CWD = tempfile.mkdtemp(prefix='mmrepro-tests-cwd-')
 CONFIGS = {
     'retinanet': osp.join(REPO, 'configs', 'retinanet_r18_fpn_3e_tinycoco.py'),
     'faster_rcnn': osp.join(REPO, 'configs', 'faster-rcnn_r18_fpn_3e_tinycoco.py'),
@@ -45,11 +49,20 @@ custom_hooks = [dict(type='ReproducibilityHook')]
 def write_config(path: str, model: str, data_root: str, extra: str = '',
                  num_workers: int = 2, persistent: bool = True, validate: bool = False,
                  max_epochs: int = 3) -> str:
-    """Write a test config inheriting a repo config, on the generated data."""
+    """Write a test config inheriting a repo config, on the generated data.
+
+    Two files: ``<name>_data.py`` points the repo config at ``data_root`` (every
+    loader, the pipeline, the schedule) and ``path`` inherits it and adds ``extra``.
+    In one file, an ``extra`` that assigns ``train_dataloader`` again would replace
+    the data override (a Python assignment, not a merge) and the run would silently
+    read the repo config's relative ``data/demo/``; across files MMEngine merges.
+    ``extra`` can use the name ``data_root``.
+    """
     persistent = persistent and num_workers > 0
+    root = data_root.rstrip('/') + '/'
     val = '' if validate else 'val_dataloader = None\nval_cfg = None\nval_evaluator = None\n'
-    text = f"""_base_ = {CONFIGS[model]!r}
-data_root = {data_root.rstrip('/') + '/'!r}
+    layer = f"""_base_ = {CONFIGS[model]!r}
+data_root = {root!r}
 train_pipeline = {AUG_PIPELINE}
 train_dataloader = dict(num_workers={num_workers}, persistent_workers={persistent},
                         dataset=dict(data_root=data_root, pipeline=train_pipeline))
@@ -62,11 +75,13 @@ train_cfg = dict(max_epochs={max_epochs}, val_interval=1)
 # Mid-epoch checkpoints next to the epoch ones (iteration 10 is batch 2 of epoch 2).
 custom_hooks = [dict(type='ReproducibilityHook'),
                 dict(type='CheckpointHook', by_epoch=False, interval=10, save_last=False)]
-{val}{extra}
-"""
+{val}"""
+    layer_path = osp.splitext(path)[0] + '_data.py'
     os.makedirs(osp.dirname(path), exist_ok=True)
+    with open(layer_path, 'w') as f:
+        f.write(layer)
     with open(path, 'w') as f:
-        f.write(text)
+        f.write(f'_base_ = {layer_path!r}\ndata_root = {root!r}\n{extra}\n')
     return path
 
 
@@ -76,7 +91,7 @@ def run_train(config: str, work_dir: str, *args: str, check: bool = True,
     """Run ``tools/train.py config --work-dir work_dir *args`` in a subprocess."""
     cmd = [sys.executable, osp.join(REPO, 'tools', 'train.py'), config, '--work-dir',
            work_dir, *args]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+    proc = subprocess.run(cmd, cwd=RUN_CWD, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f'training failed ({proc.returncode}): {" ".join(cmd)}\n'

@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import pytest
-from repro_utils import REPO, checkpoint, state_digest, write_config
+from repro_utils import REPO, RUN_CWD, checkpoint, state_digest, write_config
 
 from mmrepro.checkpoint_io import safe_load
 
@@ -39,7 +39,7 @@ def _cmd(config, work_dir, *args):
 
 
 def dist_train(config, work_dir, *args):
-    proc = subprocess.run(_cmd(config, work_dir, *args), cwd=REPO, env=_env(),
+    proc = subprocess.run(_cmd(config, work_dir, *args), cwd=RUN_CWD, env=_env(),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-5000:]
     return proc.stdout + proc.stderr
@@ -97,7 +97,7 @@ def test_resume_mid_run_on_two_ranks_is_exact(dist_runs, tmp_path):
 def test_kill_one_rank_then_resume_is_exact(dist_runs, tmp_path):
     base = dist_runs.get('base')
     config, work_dir = dist_runs.config('kill'), str(tmp_path / 'killed')
-    proc = subprocess.Popen(_cmd(config, work_dir), cwd=REPO, env=_env(),
+    proc = subprocess.Popen(_cmd(config, work_dir), cwd=RUN_CWD, env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:

@@ -13,6 +13,7 @@ import torch
 from repro_utils import (
     ITER_LOOP,
     REPO,
+    RUN_CWD,
     checkpoint,
     losses,
     run_train,
@@ -69,7 +70,7 @@ def test_sigkill_then_resume_auto_is_exact(runs, tmp_path, kill_after):
     work_dir = str(tmp_path / 'killed')
     cmd = [sys.executable, osp.join(REPO, 'tools', 'train.py'), config, '--work-dir',
            work_dir]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, cwd=RUN_CWD, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 600
