@@ -1,37 +1,41 @@
 """Capture and restore the global RNG states of one process."""
 from __future__ import annotations
 
+import hashlib
 import random
 from typing import Any, Dict, Tuple
 
 import numpy as np
 import torch
 
-from .seeds import derive_words
+from .numpy_state import KEY_BYTES, restore_numpy_state, save_numpy_state, seed_numpy
+from .seeds import derive_bytes
 
 
 def seed_host_rngs(key: Tuple[int, ...]) -> None:
     """Seed python ``random``, numpy's global RNG and torch's CPU RNG from ``key``.
 
-    Only the CPU generator of torch is touched (``torch.manual_seed`` would reseed
-    every CUDA device too, which the main process's model draws from).
+    The key's 128-bit BLAKE2b digest seeds python ``random`` (all of it) and torch
+    (its low 64 bits); numpy's MT19937 gets a full 624-word key expanded from the digest
+    with SHAKE-128. Only the CPU generator of torch is touched (``torch.manual_seed``
+    would reseed every CUDA device too, which the main process's model draws from).
     """
-    words = derive_words(*key)
-    random.seed(int.from_bytes(words.tobytes(), 'little'))
-    np.random.seed(words)
-    torch.default_generator.manual_seed(int(words[0]) | (int(words[1]) << 32))
+    digest = derive_bytes(*key)
+    random.seed(int.from_bytes(digest, 'little'))
+    seed_numpy(hashlib.shake_128(digest).digest(KEY_BYTES))
+    torch.default_generator.manual_seed(int.from_bytes(digest[:8], 'little'))
 
 
 def get_host_states() -> Tuple[Any, Any, torch.Tensor]:
     """Return the states of python ``random``, numpy's global RNG and torch CPU."""
-    return random.getstate(), np.random.get_state(), torch.default_generator.get_state()
+    return random.getstate(), save_numpy_state(), torch.default_generator.get_state()
 
 
 def set_host_states(states: Tuple[Any, Any, torch.Tensor]) -> None:
     """Restore states returned by :func:`get_host_states`."""
     py_state, np_state, torch_state = states
     random.setstate(py_state)
-    np.random.set_state(np_state)
+    restore_numpy_state(np_state)
     torch.default_generator.set_state(torch_state)
 
 

@@ -17,11 +17,15 @@ import numpy as np
 SAMPLE, WORKER, LOADER, SAMPLER = 1, 2, 3, 4
 
 
+def derive_bytes(*key: int, size: int = 16) -> bytes:
+    """Return ``size`` (at most 64) bytes derived from ``key`` (64-bit ints)."""
+    packed = struct.pack(f'<{len(key)}q', *key)
+    return hashlib.blake2b(packed, digest_size=size, person=b'mmrepro').digest()
+
+
 def derive_words(*key: int, n_words: int = 4) -> np.ndarray:
     """Return ``n_words`` (at most 16) uint32 words derived from ``key`` (64-bit ints)."""
-    packed = struct.pack(f'<{len(key)}q', *key)
-    digest = hashlib.blake2b(packed, digest_size=4 * n_words, person=b'mmrepro').digest()
-    return np.frombuffer(digest, dtype=np.uint32)
+    return np.frombuffer(derive_bytes(*key, size=4 * n_words), dtype=np.uint32)
 
 
 def derive_seed(*key: int) -> int:
