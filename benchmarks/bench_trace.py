@@ -3,7 +3,7 @@
 
 Builds the demo detector (tiny generated COCO data, the repo's config) once through
 MMEngine's Runner and times ``model.train_step`` (forward, backward, SGD step) on the
-same few batches in four modes, interleaved so that load changes hit every mode
+same few batches in five modes, interleaved so that load changes hit every mode
 alike (the order rotates every round):
 
 - ``no hook``: ``train_step`` alone;
@@ -11,8 +11,10 @@ alike (the order rotates every round):
   callbacks, as in every mmrepro run;
 - ``trace N=1000, untraced iter``: a trace is configured but this iteration is not
   traced (no hooks are installed);
-- ``trace N=1``: every iteration traced (forward hooks on all modules, gradient hooks
-  on all parameters, digests of every output, gradient, weight and buffer).
+- ``trace N=1``: every iteration traced as ``trace_interval=1`` does (gradient hooks on
+  all parameters; digests of every loss, gradient, weight and buffer);
+- ``trace N=1 + forward outputs``: ``trace_forward=True`` as well (forward hooks on all
+  modules, every output digested), as ``tools/check_repro.py`` traces.
 
 It reports the median iteration time of each mode, its overhead over ``no hook`` (the
 median over rounds of the ratio to that round's ``no hook`` iteration, on the same
@@ -38,7 +40,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-MODES = ('no hook', 'hook, trace off', 'trace N=1000, untraced iter', 'trace N=1')
+MODES = ('no hook', 'hook, trace off', 'trace N=1000, untraced iter', 'trace N=1',
+         'trace N=1 + forward outputs')
+#: (trace interval, forward outputs) of each mode after ``no hook``.
+SETTINGS = ((0, False), (1000, False), (1, False), (1, True))
 
 
 def build_runner(data_root: str, work_dir: str, scale: Optional[Sequence[int]] = None) -> Any:
@@ -86,11 +91,13 @@ def make_hooks(runner: Any) -> Dict[str, Any]:
     from mmrepro.hooks import ReproducibilityHook
     from mmrepro.trace import Tracer
     hooks: Dict[str, Any] = {'no hook': None}
-    for mode, interval in zip(MODES[1:], (0, 1000, 1), strict=True):
+    for number, (mode, (interval, forward)) in enumerate(zip(MODES[1:], SETTINGS,
+                                                              strict=True)):
         hook = ReproducibilityHook(trace_interval=0)
         hook.before_run(runner)  # writes the run record, as in training
         if interval:
-            hook._tracer = Tracer(runner, interval, filename=f'trace_every_{interval}.jsonl')
+            hook._tracer = Tracer(runner, interval, filename=f'trace_{number}.jsonl',
+                                  forward=forward)
         hooks[mode] = hook
     return hooks
 
@@ -99,7 +106,7 @@ def instrument(hook: Any) -> List[float]:
     """Accumulate the time spent in ``hook``'s and its tracer's callbacks into a cell."""
     total = [0.0]
     for obj, names in ((hook, ('before_train_iter', 'after_train_iter')),
-                       (hook._tracer, ('_on_forward', '_on_grad'))):
+                       (hook._tracer, ('_on_forward', '_on_grad', '_digest_grads'))):
         for name in names if obj is not None else ():
             setattr(obj, name, _timed(getattr(obj, name), total))
     return total

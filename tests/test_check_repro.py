@@ -102,7 +102,8 @@ def test_child_config_traces_stops_and_keeps_the_users_hooks(tmp_path):
     child.write_text(child_config(cfg, str(base), 6, 3))
     loaded = Config.fromfile(str(child), import_custom_modules=False)
     assert loaded.custom_hooks == [
-        dict(type='ReproducibilityHook', trace_interval=1), dict(type='EMAHook', momentum=0.001),
+        dict(type='ReproducibilityHook', trace_interval=1, trace_forward=True),
+        dict(type='EMAHook', momentum=0.001),
         dict(type='CheckReproStopHook', max_iters=6)]
     assert loaded.custom_imports.imports == ['mine', 'mmrepro', 'mmrepro.cli.check_repro']
     assert loaded.randomness == dict(seed=0, warn_only=True)  # seed pinned: config has none

@@ -158,7 +158,8 @@ class _Net(nn.Module):
         return {'loss': self.shared(self.shared(pooled)).square().mean()}  # called twice
 
 
-def _train(tmp_path, name, noise=False, interval=1, iters=4, seed=0):
+def _train(tmp_path, name, noise=False, interval=1, iters=4, seed=0, forward=True,
+           clip=False, grads_in_hook=False):
     torch.manual_seed(seed)
     model = _Net()
     model.noise = noise
@@ -166,7 +167,8 @@ def _train(tmp_path, name, noise=False, interval=1, iters=4, seed=0):
     log_dir = tmp_path / name
     log_dir.mkdir()
     runner = types.SimpleNamespace(model=model, log_dir=str(log_dir), iter=0, epoch=0)
-    tracer = T.Tracer(runner, interval)
+    tracer = T.Tracer(runner, interval, forward=forward)
+    tracer._grads_in_hook = grads_in_hook  # as for a model wrapper (DDP)
     data = torch.randn(iters, 2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
     hooks_seen = []
     for i in range(iters):
@@ -175,6 +177,8 @@ def _train(tmp_path, name, noise=False, interval=1, iters=4, seed=0):
         hooks_seen.append(len(model.block.conv._forward_hooks))
         losses = model(data[i])
         losses['loss'].backward()
+        if clip:  # scales the gradients in place, as OptimWrapper's clip_grad does
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)
         optim.step()
         optim.zero_grad()  # gradients are gone before after_train_iter, as in MMEngine
         tracer.after_train_iter(runner, i, losses)
@@ -211,6 +215,41 @@ def test_tracer_gradients_are_those_of_backward(tmp_path):
     assert lines[0]['grad']['block.conv.weight'] == _hex(model.block.conv.weight.grad)
 
 
+def test_gradients_are_read_before_clipping(tmp_path):
+    path, _ = _train(tmp_path, 'a', iters=1, clip=True)
+    clipped = T.read_trace(path)[1][0]
+    plain = T.read_trace(_train(tmp_path, 'b', iters=1)[0])[1][0]
+    assert clipped['grad'] == plain['grad']  # the digests are those of backward's output
+    assert clipped['weight'] != plain['weight']  # the step used the clipped gradients
+
+
+def test_gradients_read_in_hooks_or_after_backward_agree(tmp_path):
+    after = T.read_trace(_train(tmp_path, 'a', clip=True)[0])[1]
+    in_hook = T.read_trace(_train(tmp_path, 'b', clip=True, grads_in_hook=True)[0])[1]
+    assert after == in_hook
+    assert list(after[0]['grad']) == list(in_hook[0]['grad'])  # both in backward order
+
+
+def test_forward_outputs_are_optional(tmp_path):
+    path, hooks_seen = _train(tmp_path, 'a', forward=False)
+    header, lines = T.read_trace(path)
+    assert header['forward'] is False and hooks_seen == [0, 0, 0, 0]
+    assert all('forward' not in line for line in lines)
+    with_forward = T.read_trace(_train(tmp_path, 'b')[0])
+    assert with_forward[0]['forward'] is True
+    diff = T.compare_traces(lines, with_forward[1])  # the sections both have are compared
+    assert diff.identical and diff.common == [1, 2, 3, 4]
+    noisy = T.read_trace(_train(tmp_path, 'c', noise=True, forward=False)[0])[1]
+    diff = T.compare_traces(lines, noisy)
+    assert diff.iteration == 1 and diff.culprit() == ('grad', 'shared.bias')
+
+
+def test_bad_forward_flag_is_an_error(tmp_path):
+    runner = types.SimpleNamespace(model=_Net(), log_dir=str(tmp_path), iter=0, epoch=0)
+    with pytest.raises(TypeError, match=r"Tracer\(forward='yes'\): expected True or False\."):
+        T.Tracer(runner, 1, forward='yes')
+
+
 def test_compare_traces_names_the_first_diverging_module(tmp_path):
     same_a, _ = _train(tmp_path, 'a')
     same_b, _ = _train(tmp_path, 'b')
@@ -245,3 +284,17 @@ def test_read_trace_errors_name_file_and_line(tmp_path):
         T.read_trace(str(other))
     with pytest.raises(T.TraceError, match='no such trace file'):
         T.read_trace(str(tmp_path / 'missing.jsonl'))
+
+
+@pytest.mark.parametrize('kwargs, error, message', [
+    (dict(trace_interval=-1), ValueError,
+     r'ReproducibilityHook\(trace_interval=-1\): expected an int >= 0 \(0 turns the trace '
+     r'off, N records every N iterations\)\.'),
+    (dict(trace_interval=True), ValueError, r'ReproducibilityHook\(trace_interval=True\)'),
+    (dict(trace_forward=1), TypeError,
+     r'ReproducibilityHook\(trace_forward=1\): expected True or False\.'),
+])
+def test_bad_hook_arguments_are_errors(kwargs, error, message):
+    from mmrepro.hooks import ReproducibilityHook
+    with pytest.raises(error, match=message):
+        ReproducibilityHook(**kwargs)

@@ -195,10 +195,10 @@ def child_config(cfg: Any, config: str, iters: int, ckpt_interval: int) -> str:
     for hook in cfg.get('custom_hooks') or []:
         hook = hook.to_dict() if hasattr(hook, 'to_dict') else dict(hook)
         if hook.get('type') in HOOK_TYPES:
-            hook['trace_interval'] = 1
+            hook.update(trace_interval=1, trace_forward=True)
         hooks.append(hook)
     if not any(h.get('type') in HOOK_TYPES for h in hooks):
-        hooks.append(dict(type='ReproducibilityHook', trace_interval=1))
+        hooks.append(dict(type='ReproducibilityHook', trace_interval=1, trace_forward=True))
     hooks.append(dict(type='CheckReproStopHook', max_iters=iters))
     imports = cfg.get('custom_imports') or {}
     imports = dict(imports.to_dict() if hasattr(imports, 'to_dict') else imports)

@@ -38,6 +38,9 @@ class ReproducibilityHook(Hook):
     Args:
         trace_interval: Record the trace every N iterations; 0 turns it off.
             Defaults to 0.
+        trace_forward: Also record every module's forward output in the trace (names
+            the first module whose output differs; ``tools/check_repro.py`` turns it
+            on). Defaults to False.
 
     Its priority (85) places it after the logger and scheduler hooks and before
     ``CheckpointHook`` (VERY_LOW, 90), so the states it captures are those of the
@@ -46,13 +49,17 @@ class ReproducibilityHook(Hook):
 
     priority = 85
 
-    def __init__(self, trace_interval: int = 0) -> None:
+    def __init__(self, trace_interval: int = 0, trace_forward: bool = False) -> None:
         if isinstance(trace_interval, bool) or not isinstance(trace_interval, int) or \
                 trace_interval < 0:
             raise ValueError(
                 f'ReproducibilityHook(trace_interval={trace_interval!r}): expected an int '
                 '>= 0 (0 turns the trace off, N records every N iterations).')
+        if not isinstance(trace_forward, bool):
+            raise TypeError(f'ReproducibilityHook(trace_forward={trace_forward!r}): '
+                            'expected True or False.')
         self.trace_interval = trace_interval
+        self.trace_forward = trace_forward
         self._tracer: Any = None
         self._record: Optional[Dict[str, Any]] = None
         self._position: Optional[Dict[str, int]] = None
@@ -71,7 +78,7 @@ class ReproducibilityHook(Hook):
             runner.logger.info(f'mmrepro: run record written to {path}')
         if self.trace_interval:
             from ..trace import Tracer
-            self._tracer = Tracer(runner, self.trace_interval)
+            self._tracer = Tracer(runner, self.trace_interval, forward=self.trace_forward)
 
     def after_run(self, runner) -> None:
         """Close the trace."""
