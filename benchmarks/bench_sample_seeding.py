@@ -6,7 +6,12 @@ augmentations, the generated tiny data) twice through MMEngine's Runner code pat
 once with ``sample_seeding=True`` and once with ``False``, and times full passes
 over the data in alternation: with num_workers=0 (the pipeline cost measured in this
 process, RNG states saved and restored around every batch) and with 2 persistent
-workers (the usual set-up; nothing to restore there).
+workers (the usual set-up; nothing to restore there). Pass ``p`` is sampler epoch
+``p`` in both loaders, so both draw fresh augmentations every pass (the random
+choices change a pass's cost by several per cent; with a fixed epoch the seeded loader
+would repeat one draw). With num_workers=0 the time spent inside mmrepro's
+per-sample code (seeding, saving and restoring states) is also measured directly,
+as a share of the pass: the cost itself, free of that variance.
 
     python benchmarks/bench_sample_seeding.py [--passes 6] [--data data/demo] [--scale W H]
 
@@ -21,6 +26,7 @@ import statistics
 import sys
 import time
 import timeit
+from typing import Any, Callable, Dict, List
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -40,6 +46,25 @@ def save_restore_cost(n: int = 20000) -> float:
     """Microseconds to save and restore the host RNG states (main process only)."""
     from mmrepro.data.rng_state import get_host_states, set_host_states
     return timeit.timeit(lambda: set_host_states(get_host_states()), number=n) / n * 1e6
+
+
+def instrument_fetch() -> List[float]:
+    """Accumulate the time spent in the per-sample fetch's RNG calls into a cell."""
+    from mmrepro.data import sample_fetch
+    total = [0.0]
+
+    def timed(function: Callable) -> Callable:
+        def wrapper(*args: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args)
+            finally:
+                total[0] += time.perf_counter() - start
+        return wrapper
+
+    for name in ('seed_host_rngs', 'get_host_states', 'set_host_states'):
+        setattr(sample_fetch, name, timed(getattr(sample_fetch, name)))
+    return total
 
 
 def build_loader(data_root: str, sample_seeding: bool, num_workers: int,
@@ -66,10 +91,11 @@ def build_loader(data_root: str, sample_seeding: bool, num_workers: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--passes', type=int, default=6)
+    parser.add_argument('--passes', type=int, default=10)
     parser.add_argument('--data', default='data/demo')
     parser.add_argument('--scale', type=int, nargs=2, default=(160, 128))
     args = parser.parse_args()
+    shares: List[float] = []
     from mmrepro.demo import make_tiny_coco
     make_tiny_coco(args.data, num_train=64, num_val=8, seed=1)
     print(f'per-sample seeding, demo RetinaNet train pipeline (RandomResize to '
@@ -84,15 +110,24 @@ def main() -> None:
         loaders = {flag: build_loader(args.data, flag, workers, args.scale)
                    for flag in (False, True)}
         samples = len(loaders[True].dataset)
-        times = {False: [], True: []}
-        for _ in range(args.passes + 1):
+        times: Dict[bool, List[float]] = {False: [], True: []}
+        inside = instrument_fetch() if workers == 0 else None
+        for epoch in range(args.passes + 1):
             for flag, loader in loaders.items():
+                loader.batch_sampler.sampler.set_epoch(epoch)
+                if inside is not None:
+                    inside[0] = 0.0
                 start_t = time.perf_counter()
                 for _ in loader:
                     pass
                 times[flag].append(time.perf_counter() - start_t)
+                if inside is not None and flag and epoch:
+                    shares.append(inside[0] / times[flag][-1])
         off = statistics.median(times[False][1:])  # first pass: worker start-up
         on = statistics.median(times[True][1:])
+        if inside is not None:
+            print(f'| num_workers=0: time inside the per-sample seeding code, share of '
+                  f'the pass (measured directly) | {100 * statistics.median(shares):.2f} % |')
         print(f'| num_workers={workers}: samples/s off / on ({samples} samples) | '
               f'{samples / off:.0f} / {samples / on:.0f} |')
         print(f'| num_workers={workers}: throughput ratio on/off | {off / on:.3f} '
