@@ -225,7 +225,6 @@ def collect_run_record(runner: Any) -> Dict[str, Any]:
         seed=settings.get('seed'), randomness=settings, world_size=get_world_size(),
         backend=backend, launcher=runner.launcher, versions=versions(), devices=devices(),
         env={k: os.environ.get(k) for k in RELEVANT_ENV},
-        deterministic_algorithms=torch.are_deterministic_algorithms_enabled(),
         torch_flags=torch_flags(),
         config_sha256=config_hash(runner.cfg.pretty_text),
         config=flatten_config(runner.cfg),

@@ -423,7 +423,7 @@ def _pending(obj: Any, cache: Optional[_DigestCache] = None) -> Optional[_Pendin
     """Start the digest of ``obj`` (see :func:`digest`); None if it holds no tensor."""
     bits = cache.bits if cache is not None else _bits_digest
     if isinstance(obj, Tensor):
-        return _Pending([(bits(obj), _meta('', obj))], None)
+        return _bare(bits(obj), obj)
     tensors: List[Tuple[str, Tensor]] = []
     texts: List[str] = []
     _leaves(obj, '', tensors, texts)
@@ -431,6 +431,11 @@ def _pending(obj: Any, cache: Optional[_DigestCache] = None) -> Optional[_Pendin
         return None
     return _Pending([(bits(t), _meta(p, t)) for p, t in tensors],
                     (zlib.crc32('\n'.join(texts).encode()) * _META_MULT) & _MASK)
+
+
+def _bare(bits: Tensor, tensor: Tensor) -> _Pending:
+    """The pending digest of a bare ``tensor`` whose bits digest is ``bits``."""
+    return _Pending([(bits, _meta('', tensor))], None)
 
 
 def _resolve(pendings: Sequence[_Pending]) -> List[int]:
@@ -529,8 +534,9 @@ class Tracer:
         filename: Trace file name in ``runner.log_dir``.
         forward: Also digest every module's forward output, to name the first module
             whose output differs (``tools/check_repro.py`` turns it on). Off by
-            default: it reads every activation, about 20 % of a traced iteration's
-            digest work on RetinaNet R18, plus one Python call per module call.
+            default: it reads every activation and adds a Python call per module call,
+            which nearly doubles the trace's cost on the demo RetinaNet R18 (38 ->
+            71 ms per iteration, ``benchmarks/results/trace_cpu.md``).
     """
 
     def __init__(self, runner: Any, interval: int, filename: str = TRACE_NAME,
@@ -603,7 +609,7 @@ class Tracer:
             del sections['forward']
         bits = _bits_digests([tensor for _, _, tensor in state])
         for (section, name, tensor), value in zip(state, bits, strict=True):
-            sections[section][name] = _Pending([(value, _meta('', tensor))], None)
+            sections[section][name] = _bare(value, tensor)
         names = [(s, n) for s, values in sections.items() for n in values]
         values = _resolve([sections[s][n] for s, n in names])
         line: Dict[str, Any] = dict(iter=runner.iter + 1, epoch=runner.epoch,
@@ -635,7 +641,7 @@ class Tracer:
             return
         key = _call_key(name, self._calls, prefix='grad:')
         if self._grads_in_hook:
-            self._grad[key] = _Pending([(_bits_digest(grad), _meta('', grad))], None)
+            self._grad[key] = _pending(grad)
             return
         self._grad_refs.append((key, grad))
         if not self._grads_queued:  # runs when this backward pass has finished
@@ -645,9 +651,9 @@ class Tracer:
     def _digest_grads(self) -> None:
         """Digest the gradients collected by :meth:`_on_grad` (two threads on CPU)."""
         refs, self._grad_refs, self._grads_queued = self._grad_refs, [], False
-        values = _bits_digests([grad for _, grad in refs]) if refs else []
+        values = _bits_digests([grad for _, grad in refs])
         for (key, grad), value in zip(refs, values, strict=True):
-            self._grad[key] = _Pending([(value, _meta('', grad))], None)
+            self._grad[key] = _bare(value, grad)
 
     def _remove_hooks(self) -> None:
         for handle in self._handles:

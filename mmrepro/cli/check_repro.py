@@ -33,7 +33,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
 from ..run_record import RunRecordError, diff_records, find_log_dir, load_run_record
-from ..trace import TRACE_NAME, TraceDiff, TraceError, compare_traces, describe_diff, read_trace
+from ..trace import TRACE_NAME, TraceError, compare_traces, describe_diff, read_trace
 
 PROG = 'check_repro'
 HOOK_TYPES = ('ReproducibilityHook', 'mmrepro.ReproducibilityHook')
@@ -335,13 +335,6 @@ def _report_nondeterminism(cfg: Any, logs: Dict[str, str]) -> List[str]:
     return lines
 
 
-def compare(reference: str, other: str) -> TraceDiff:
-    """Compare the traces in two log dirs (other vs reference)."""
-    _, lines_ref = read_trace(osp.join(reference, TRACE_NAME))
-    _, lines_other = read_trace(osp.join(other, TRACE_NAME))
-    return compare_traces(lines_ref, lines_other)
-
-
 def run_check(args: argparse.Namespace) -> int:
     """Train, compare, print; return the exit status (0 identical, 1 diverged)."""
     cfg = load_config(args.config, args.cfg_options)
@@ -366,11 +359,11 @@ def run_check(args: argparse.Namespace) -> int:
         log_dirs[run.name] = train(run, child, args.work_dir, args.cfg_options)
         logs[run.name] = osp.join(args.work_dir, f'{run.name}.log')
         print(f'{time.perf_counter() - start:.1f} s')
-    header, _ = read_trace(osp.join(log_dirs['run_a'], TRACE_NAME))
+    header, lines_a = read_trace(osp.join(log_dirs['run_a'], TRACE_NAME))
     failed = []
     print()
     for run in runs[1:]:
-        diff = compare(log_dirs['run_a'], log_dirs[run.name])
+        diff = compare_traces(lines_a, read_trace(osp.join(log_dirs[run.name], TRACE_NAME))[1])
         lines = describe_diff(diff, header.get('modules'), 'run_a', run.name)
         print(f'{run.name} vs run_a: {lines[0]}')
         for line in lines[1:]:

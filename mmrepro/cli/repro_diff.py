@@ -296,9 +296,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     try:
         return run_diff(args)
-    except (RunRecordError, TraceError) as err:
-        print(f'{PROG}: error: {err}', file=sys.stderr)
-        return 2
-    except OSError as err:  # e.g. the plot cannot be written
+    except (RunRecordError, TraceError, OSError) as err:  # OSError: e.g. the plot file
         print(f'{PROG}: error: {err}', file=sys.stderr)
         return 2
