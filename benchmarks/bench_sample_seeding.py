@@ -26,9 +26,11 @@ import statistics
 import sys
 import time
 import timeit
-from typing import Any, Callable, Dict, List
+from typing import Dict, List
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+from timing import timed  # noqa: E402 (benchmarks/timing.py, next to this script)
 
 
 def per_sample_cost(n: int = 20000) -> float:
@@ -52,18 +54,8 @@ def instrument_fetch() -> List[float]:
     """Accumulate the time spent in the per-sample fetch's RNG calls into a cell."""
     from mmrepro.data import sample_fetch
     total = [0.0]
-
-    def timed(function: Callable) -> Callable:
-        def wrapper(*args: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return function(*args)
-            finally:
-                total[0] += time.perf_counter() - start
-        return wrapper
-
     for name in ('seed_host_rngs', 'get_host_states', 'set_host_states'):
-        setattr(sample_fetch, name, timed(getattr(sample_fetch, name)))
+        setattr(sample_fetch, name, timed(getattr(sample_fetch, name), total))
     return total
 
 

@@ -34,10 +34,11 @@ import statistics
 import sys
 import tempfile
 import time
-from functools import wraps
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+from timing import timed  # noqa: E402 (benchmarks/timing.py, next to this script)
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 MODES = ('no hook', 'hook, trace off', 'trace N=1000, untraced iter', 'trace N=1',
@@ -75,17 +76,6 @@ def build_runner(data_root: str, work_dir: str, scale: Optional[Sequence[int]] =
     return runner
 
 
-def _timed(function: Callable, total: List[float]) -> Callable:
-    @wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            total[0] += time.perf_counter() - start
-    return wrapper
-
-
 def make_hooks(runner: Any) -> Dict[str, Any]:
     """One ReproducibilityHook per mode (None for ``no hook``); tracers write apart."""
     from mmrepro.hooks import ReproducibilityHook
@@ -108,7 +98,7 @@ def instrument(hook: Any) -> List[float]:
     for obj, names in ((hook, ('before_train_iter', 'after_train_iter')),
                        (hook._tracer, ('_on_forward', '_on_grad', '_digest_grads'))):
         for name in names if obj is not None else ():
-            setattr(obj, name, _timed(getattr(obj, name), total))
+            setattr(obj, name, timed(getattr(obj, name), total))
     return total
 
 
