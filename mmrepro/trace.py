@@ -21,21 +21,24 @@ dtype and shape. Why this one:
 * **Deterministic.** Integer addition modulo ``2**64`` is associative, so the result
   does not depend on reduction order, thread count or device: the same bits give the
   same digest on CPU and GPU (unlike a floating-point sum).
-* **Cheap.** The tensor is read once, in place, as int64 words: one ``torch.dot`` (or
-  ``torch.mv`` over rows of 65536 words, split over two threads for big tensors) on
-  CPU, a multiply-and-sum on other devices; no copy, no host transfer and no
-  synchronisation until the line is written (the small per-tensor terms are then
+* **Cheap.** The tensor is read once, in place, as int64 words. On CPU, blocks of 256
+  words are multiplied by the word multipliers in one ``torch.bmm``; for contractions
+  this short torch runs bmm as a loop parallelised over the blocks with its own
+  intra-op (OpenMP) threads, so every core reads and no extra thread competes with
+  them. The block sums (1/256 of the data) are then weighted by the row multipliers
+  in one ``torch.dot``. Other devices multiply and sum. No copy, no host transfer and
+  no synchronisation until the line is written (the small per-tensor terms are then
   added in Python). Hashing the bytes with sha256 would copy every tensor to the host
   and run on one core at a fraction of memory bandwidth.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os.path as osp
 import weakref
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import (
@@ -64,7 +67,7 @@ __all__ = [
 TRACE_NAME = 'trace.jsonl'
 #: ``format`` field of the trace's header line.
 TRACE_FORMAT = 'mmrepro-trace'
-TRACE_VERSION = 1
+TRACE_VERSION = 2  # 2: 256-word rows (version 1 digests used 65536)
 #: Name under which the model itself (the root module) appears in the trace.
 ROOT_NAME = '(model)'
 #: Sections of a trace line holding digests, in the order a difference is blamed.
@@ -75,18 +78,19 @@ _PLURALS = dict(forward='forward outputs', grad='gradients', weight='weights aft
                 buffer='buffers', losses='loss values')
 
 _MASK = (1 << 64) - 1
-_CHUNK = 1 << 16  # words per row of the multiplier table (512 KiB of int64)
+#: Words per row: the contraction of the CPU ``torch.bmm``, which torch parallelises
+#: over the rows when it is below 400 (``baddbmm_cpu_kernel``).
+_CHUNK = 256
 _CHUNK_OFFSET = 1 << 40  # row multipliers come from a disjoint part of the sequence
 _META_MULT = 0x9E3779B97F4A7C15  # odd: mixes (path, dtype, shape) into the digest
-_PARALLEL_ROWS = 4  # from this many rows on, a CPU digest splits over two threads
 #: Dtypes whose bytes are read as they are (no dense/int_repr/real view first).
 _WORD_DTYPES = frozenset((torch.float32, torch.float16, torch.bfloat16, torch.float64,
                           torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8))
 _SMALL_BYTES = 1 << 14  # tensors up to this size are digested in one batch
+_HEAD = _SMALL_BYTES // 8  # the first multipliers, kept whole: one dot for small tensors
 _ZERO_BYTES = torch.zeros(8, dtype=torch.uint8)
-_LAYOUTS: Dict[Tuple[int, ...], Tuple[Tensor, Tensor]] = {}
+_LAYOUTS: Dict[Tuple[str, Tuple[int, ...]], Tuple[Tensor, Tensor]] = {}
 _META_CACHE: Dict[Tuple[str, torch.dtype, torch.Size], int] = {}
-_WORDS: List[np.ndarray] = []  # the word multipliers, computed once
 
 
 # ------------------------------------------------------------------------- digests
@@ -111,17 +115,20 @@ def _row_multipliers(count: int) -> np.ndarray:
 def multipliers(start: int, count: int) -> np.ndarray:
     """The digest's multipliers ``m_k`` for ``k`` in ``[start, start + count)`` (uint64).
 
-    ``m_k = word[k % 65536] * row[k // 65536] mod 2**64`` with ``word`` and ``row``
-    odd splitmix64 outputs (``row[0] = 1``), so every ``m_k`` is odd and the tables
-    stay small (512 KiB) for tensors of any size.
+    ``m_k = word[k % 256] * row[k // 256] mod 2**64`` with ``word`` and ``row``
+    odd splitmix64 outputs (``row[0] = 1``), so every ``m_k`` is odd.
     """
     index = np.arange(start, start + count, dtype=np.int64)
-    if not _WORDS:
-        _WORDS.append(_splitmix64(0, _CHUNK))
-    words = _WORDS[0]
+    words = _splitmix64(0, _CHUNK)
     rows = _row_multipliers(int(index[-1]) // _CHUNK + 1 if count else 1)
     with np.errstate(over='ignore'):
         return words[index % _CHUNK] * rows[index // _CHUNK]
+
+
+@functools.lru_cache(maxsize=1024)
+def _multiplier(index: int) -> int:
+    """``m_index`` as a signed 64-bit int."""
+    return _signed(int(multipliers(index, 1)[0]))
 
 
 def _signed(value: int) -> int:
@@ -136,11 +143,24 @@ class _Tables:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.words = torch.from_numpy(multipliers(0, _CHUNK).view(np.int64)).to(device)
-        self.rows = torch.from_numpy(_row_multipliers(64).view(np.int64)).to(device)
+        self.rows = torch.from_numpy(_row_multipliers(1024).view(np.int64)).to(device)
+        self.head = torch.from_numpy(multipliers(0, _HEAD).view(np.int64)).to(device)
         self._prefixes: Dict[Tuple[str, int], Tensor] = {}
+        self._columns: Dict[int, Tensor] = {}
+
+    def column(self, rows: int) -> Tensor:
+        """The word multipliers as a ``(rows, 256, 1)`` view (the right side of bmm)."""
+        column = self._columns.get(rows)
+        if column is None:
+            if len(self._columns) > 4096:
+                self._columns.clear()
+            column = self._columns[rows] = self.words.view(1, _CHUNK, 1).expand(
+                rows, _CHUNK, 1)
+        return column
 
     def prefix(self, kind: str, count: int) -> Tensor:
-        """The first ``count`` word (``kind='words'``) or row multipliers."""
+        """The first ``count`` multipliers ``m_k`` (``kind='head'``, up to 2048), word
+        or row multipliers."""
         key = (kind, count)
         prefix = self._prefixes.get(key)
         if prefix is None:
@@ -154,7 +174,6 @@ class _Tables:
 
 
 _TABLES: Dict[torch.device, _Tables] = {}
-_POOL: List[ThreadPoolExecutor] = []
 
 
 def _tables(device: torch.device) -> _Tables:
@@ -164,42 +183,36 @@ def _tables(device: torch.device) -> _Tables:
     return tables
 
 
-def _pool() -> ThreadPoolExecutor:
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix='mmrepro-digest'))
-    return _POOL[0]
-
-
 def _dot(words: Tensor, mult: Tensor) -> Tensor:
     """``sum(words * mult)`` modulo ``2**64``, 1-D int64 inputs of equal length."""
-    if words.device.type == 'cpu':
+    if words.is_cpu:
         return torch.dot(words, mult)
     return (words * mult).sum()
 
 
-def _two_threads(device: torch.device) -> bool:
-    return device.type == 'cpu' and torch.get_num_threads() > 1
+def _row_sums(block: Tensor, tables: _Tables) -> Tensor:
+    """``block @ words`` for a ``(rows, 1, 256)`` int64 block (exact mod ``2**64``).
+
+    On CPU as a batch of ``rows`` 1x256 by 256x1 products: torch runs that as one loop
+    parallelised over the batch on its intra-op threads (``torch.mv`` on int64 runs
+    on one thread, and a helper thread of ours would compete with OpenMP's).
+
+    Returns:
+        Tensor: ``rows`` sums, in a tensor of ``rows`` elements (any shape).
+    """
+    if not block.is_cpu:
+        return (block.view(-1, _CHUNK) * tables.words).sum(1)
+    return torch.bmm(block, tables.column(block.shape[0]))
 
 
-def _row_sums(block: Tensor, words: Tensor, parallel: bool) -> Tensor:
-    """``block @ words`` (int64, exact mod ``2**64``); two threads for big CPU blocks."""
-    if block.device.type != 'cpu':
-        return (block * words).sum(1)
-    rows = block.shape[0]
-    if not parallel or rows < _PARALLEL_ROWS or not _two_threads(block.device):
-        return torch.mv(block, words)  # torch.mv on int64 runs on one thread
-    other = _pool().submit(torch.mv, block[rows // 2:], words)
-    return torch.cat([torch.mv(block[:rows // 2], words), other.result()])
-
-
-def _word_sum(words: Tensor, parallel: bool = True) -> Tensor:
+def _word_sum(words: Tensor) -> Tensor:
     """``sum_k words[k] * m_k mod 2**64`` for a 1-D int64 tensor (0-d result)."""
     count = words.numel()
     tables = _tables(words.device)
-    if count <= _CHUNK:
-        return _dot(words, tables.prefix('words', count))
+    if count <= _HEAD:
+        return _dot(words, tables.prefix('head', count))
     rows, rest = divmod(count, _CHUNK)
-    sums = _row_sums(words[:rows * _CHUNK].view(rows, _CHUNK), tables.words, parallel)
+    sums = _row_sums(words[:rows * _CHUNK].view(rows, 1, _CHUNK), tables).view(rows)
     row_mult = tables.prefix('rows', rows + 1)
     total = _dot(sums, row_mult[:rows])
     if rest:
@@ -208,17 +221,14 @@ def _word_sum(words: Tensor, parallel: bool = True) -> Tensor:
     return total
 
 
-def _bits_digest(tensor: Tensor, parallel: bool = True) -> Tensor:
-    """``sum_k v_k * m_k mod 2**64`` over ``tensor``'s bytes as 64-bit words (0-d int64).
-
-    ``parallel`` lets a big CPU tensor use the helper thread (not from that thread).
-    """
+def _bits_digest(tensor: Tensor) -> Tensor:
+    """``sum_k v_k * m_k mod 2**64`` over ``tensor``'s bytes as 64-bit words (0-d int64)."""
     flat = tensor.detach()
     if flat.layout == torch.strided and flat.is_contiguous() and flat.dtype in _WORD_DTYPES:
         size = flat.element_size()
         if not (flat.numel() * size) % 8 and not (flat.storage_offset() * size) % 8 and \
                 flat.numel():  # the common case: whole 64-bit words in place
-            return _word_sum(flat.view(-1).view(torch.int64), parallel)
+            return _word_sum(flat.view(-1).view(torch.int64))
     if flat.layout != torch.strided:
         flat = flat.to_dense()
     if flat.is_quantized:
@@ -235,90 +245,114 @@ def _bits_digest(tensor: Tensor, parallel: bool = True) -> Tensor:
         flat = flat.new_empty(flat.shape).copy_(flat)  # unit stride, 8-byte aligned
     full, rest = divmod(count * size, 8)
     if not rest:
-        return _word_sum(flat.view(torch.int64), parallel)
+        return _word_sum(flat.view(torch.int64))
     data = flat.view(torch.uint8)
     last = torch.zeros(8, dtype=torch.uint8, device=flat.device)
     last[:rest] = data[full * 8:]
-    tail = last.view(torch.int64)[0] * _signed(int(multipliers(full, 1)[0]))
-    return _word_sum(data[:full * 8].view(torch.int64), parallel) + tail if full else tail
+    tail = last.view(torch.int64)[0] * _multiplier(full)
+    return _word_sum(data[:full * 8].view(torch.int64)) + tail if full else tail
 
 
-def _batchable(tensor: Tensor) -> bool:
-    """Whether ``tensor`` can go through :func:`_small_digests` (small, plain, on CPU)."""
-    return tensor.device.type == 'cpu' and tensor.layout == torch.strided and \
-        not tensor.is_quantized and not tensor.is_complex() and \
-        0 < tensor.numel() * tensor.element_size() <= _SMALL_BYTES
+def _plain_bytes(tensor: Tensor) -> int:
+    """``tensor``'s size in bytes when its bytes can be read in place as 64-bit words
+    (on the CPU, contiguous, starting at a multiple of 8 bytes; the common case), else
+    0."""
+    if not tensor.is_cpu or tensor.layout != torch.strided or \
+            tensor.dtype not in _WORD_DTYPES or not tensor.is_contiguous() or \
+            (tensor.storage_offset() * tensor.element_size()) % 8:
+        return 0
+    return tensor.nbytes
 
 
-def _small_digests(tensors: Sequence[Tensor]) -> List[Tensor]:
-    """:func:`_bits_digest` of many small CPU tensors in a few vectorised operations.
+def _padded_words(tensor: Tensor, nbytes: int) -> Tensor:
+    """A small plain tensor's bytes as 1-D int64, zero-padded to whole words."""
+    flat = tensor if tensor.dim() == 1 else tensor.reshape(-1)
+    if nbytes % 8:
+        flat = torch.cat([flat.view(torch.uint8), _ZERO_BYTES[:-nbytes % 8]])
+    return flat.view(torch.int64)
 
-    Every tensor's bytes, zero-padded to whole 64-bit words, are concatenated; the
-    words are multiplied by the concatenation of each tensor's multipliers (its
-    first ``m_k``, as in :func:`_bits_digest`; cached per layout) and summed per
-    tensor. Per tensor that costs three views instead of a dozen operations.
+
+def _segment_sums(products: Tensor, ends: Tensor) -> Tensor:
+    """Sums of consecutive segments of ``products`` ending at ``ends`` (mod ``2**64``).
+
+    Integer arithmetic: the differences of a running sum are exact.
     """
+    running = products.cumsum(0)[ends]
+    return torch.cat([running[:1], running[1:] - running[:-1]])
+
+
+def _bits_digests(tensors: Sequence[Tensor]) -> Tensor:
+    """:func:`_bits_digest` of many tensors: a 1-D int64 tensor, in order.
+
+    On CPU most tensors cost two views here and no operation of their own:
+
+    * small ones (up to 16 KiB; zero-padded to whole words) are concatenated; the words are multiplied by the
+      concatenation of each tensor's first multipliers (cached per layout) and summed
+      per tensor;
+    * big ones of whole 256-word rows each take one ``torch.bmm`` (see
+      :func:`_row_sums`); their row sums are concatenated, multiplied by each
+      tensor's row multipliers (cached per layout) and summed per tensor.
+
+    Others (other devices, odd sizes, non-contiguous...) go through
+    :func:`_bits_digest` one by one.
+    """
+    groups: Tuple[List[int], List[int], List[int]] = ([], [], [])  # small, rows, other
+    small_words: List[Tensor] = []
+    row_sums: List[Tensor] = []
+    counts: Tuple[List[int], List[int]] = ([], [])  # words per small tensor, rows per big
+    tables = _tables(torch.device('cpu'))
+    with torch.no_grad():  # views of parameters without autograd's bookkeeping
+        for i, tensor in enumerate(tensors):
+            nbytes = _plain_bytes(tensor)
+            if not nbytes:
+                groups[2].append(i)
+            elif nbytes <= _SMALL_BYTES:
+                groups[0].append(i)
+                counts[0].append(-(-nbytes // 8))
+                small_words.append(_padded_words(tensor, nbytes))
+            elif not nbytes % (_CHUNK * 8):
+                groups[1].append(i)
+                counts[1].append(nbytes // (_CHUNK * 8))
+                block = tensor.view(counts[1][-1], 1, -1).view(torch.int64)
+                row_sums.append(_row_sums(block, tables))
+            else:
+                groups[2].append(i)
     parts: List[Tensor] = []
-    counts: List[int] = []
-    for tensor in tensors:
-        data = tensor.detach().reshape(-1).view(torch.uint8)
-        pad = -data.numel() % 8
-        parts.append(data)
-        if pad:
-            parts.append(_ZERO_BYTES[:pad])
-        counts.append((data.numel() + pad) // 8)
-    multipliers, ends = _small_layout(tuple(counts))
-    # Per-tensor sums as differences of a running sum (integer: exact, mod 2**64).
-    running = (torch.cat(parts).view(torch.int64) * multipliers).cumsum(0)[ends]
-    return list(torch.cat([running[:1], running[1:] - running[:-1]]).unbind())
+    if small_words:
+        mult, ends = _layout('head', tuple(counts[0]))
+        parts.append(_segment_sums(torch.cat(small_words) * mult, ends))
+    if row_sums:
+        mult, ends = _layout('rows', tuple(counts[1]))
+        parts.append(_segment_sums(torch.cat(row_sums).view(-1) * mult, ends))
+    if groups[2]:
+        others = [_bits_digest(tensors[i]) for i in groups[2]]
+        device = others[0].device
+        parts.append(torch.stack([o if o.device == device else o.to(device) for o in others]))
+    if len(parts) > 1 and len({part.device for part in parts}) > 1:
+        parts = [part.cpu() for part in parts]
+    if not parts:
+        return torch.zeros(0, dtype=torch.int64)
+    order = groups[0] + groups[1] + groups[2]
+    values = torch.cat(parts) if len(parts) > 1 else parts[0]
+    if order == list(range(len(order))):
+        return values
+    return torch.empty_like(values).index_copy_(
+        0, torch.tensor(order, device=values.device), values)
 
 
-def _small_layout(counts: Tuple[int, ...]) -> Tuple[Tensor, Tensor]:
-    """Multipliers of every word and each tensor's last word, for ``counts`` words."""
-    layout = _LAYOUTS.get(counts)
+def _layout(kind: str, counts: Tuple[int, ...]) -> Tuple[Tensor, Tensor]:
+    """The first ``count`` multipliers of ``kind`` (``head``: ``m_k``, ``rows``: row
+    multipliers) for every count, concatenated, and the index of each segment's end."""
+    key = (kind, counts)
+    layout = _LAYOUTS.get(key)
     if layout is None:
-        words = _tables(torch.device('cpu')).words
-        layout = (torch.cat([words[:count] for count in counts]),
+        tables = _tables(torch.device('cpu'))
+        layout = (torch.cat([tables.prefix(kind, count) for count in counts]),
                   torch.tensor(counts, dtype=torch.int64).cumsum(0) - 1)
         if len(_LAYOUTS) > 64:
             _LAYOUTS.clear()
-        _LAYOUTS[counts] = layout
+        _LAYOUTS[key] = layout
     return layout
-
-
-def _bits_digests(tensors: Sequence[Tensor]) -> List[Tensor]:
-    """:func:`_bits_digest` of many tensors (0-d int64 tensors, in order).
-
-    On CPU, big tensors are split over this thread and the helper thread, balanced
-    by size: each digest is one long single-threaded kernel that releases the GIL.
-    Small tensors are then digested together (:func:`_small_digests`), once the helper
-    is done: its vectorised operations use torch's intra-op threads, which would
-    compete with the helper thread for the cores (and spin-wait while they do).
-    """
-    out: List[Optional[Tensor]] = [None] * len(tensors)
-    small = [i for i, t in enumerate(tensors) if _batchable(t)]
-    big = sorted(set(range(len(tensors))).difference(small),
-                 key=lambda i: -tensors[i].numel() * tensors[i].element_size())
-    theirs: List[int] = []
-    other = None
-    if len(big) > 1 and _two_threads(tensors[big[0]].device):
-        mine: List[int] = []
-        load = [0, 0]
-        for i in big:  # greedy: biggest first, to the lighter side
-            side = 0 if load[0] <= load[1] else 1
-            (mine if side == 0 else theirs).append(i)
-            load[side] += tensors[i].numel() * tensors[i].element_size()
-        big = mine
-        other = _pool().submit(lambda: [_bits_digest(tensors[i], False) for i in theirs])
-    for i in big:
-        out[i] = _bits_digest(tensors[i], other is None)
-    if other is not None:
-        for i, value in zip(theirs, other.result(), strict=True):
-            out[i] = value
-    if small:
-        for i, value in zip(small, _small_digests([tensors[i] for i in small]), strict=True):
-            out[i] = value
-    return out  # type: ignore[return-value]
 
 
 def _meta(path: str, tensor: Tensor) -> int:
@@ -438,6 +472,25 @@ def _bare(bits: Tensor, tensor: Tensor) -> _Pending:
     return _Pending([(bits, _meta('', tensor))], None)
 
 
+class _Batch(NamedTuple):
+    """Bits digests of many bare tensors (see :func:`_batch`), not yet read back.
+
+    Attributes:
+        keys: ``(section, name)`` of each tensor in a trace line.
+        metas: Each tensor's (dtype, shape) term.
+        bits: Their bits digests (1-D int64).
+    """
+
+    keys: List[Tuple[str, str]]
+    metas: List[int]
+    bits: Tensor
+
+
+def _batch(keys: List[Tuple[str, str]], tensors: Sequence[Tensor]) -> _Batch:
+    """Start the digests of bare ``tensors`` labelled ``keys``, all at once."""
+    return _Batch(keys, [_meta('', tensor) for tensor in tensors], _bits_digests(tensors))
+
+
 def _resolve(pendings: Sequence[_Pending]) -> List[int]:
     """Read back many pending digests (one transfer per device) and finish them."""
     tensors = [bits for pending in pendings for bits, _ in pending.parts]
@@ -518,11 +571,11 @@ class Tracer:
     removed by :meth:`close`. Gradients are read once backward has
     accumulated them (before clipping, the step and the optimizer wrapper's
     ``zero_grad``): on a plain model all of them at the end of the backward pass (an
-    autograd engine callback), split over two threads on CPU; in a model wrapper
+    autograd engine callback); in a model wrapper
     (``DistributedDataParallel``...) each in its hook, before the wrapper's
     all-reduce can write to it. A module called several times in one iteration gets
     one entry per call (``name``, ``name#1``...). Weights and buffers are digested
-    after the step, split over two threads on CPU.
+    after the step.
 
     On several processes, rank 0 writes ``trace.jsonl`` and rank ``r`` writes
     ``trace_rank{r}.jsonl``; gradients are those of the rank's own backward (before
@@ -553,6 +606,7 @@ class Tracer:
         self.model: nn.Module = model
         self._grads_in_hook = is_model_wrapper(runner.model)
         self._grad_refs: List[Tuple[str, Tensor]] = []
+        self._grad_batches: List[_Batch] = []
         self._grads_queued = False
         # Gradient hooks stay from the first traced iteration on (a call that returns
         # at once on other iterations is cheaper than adding and removing 100s of them).
@@ -601,24 +655,24 @@ class Tracer:
             return
         self._remove_hooks()
         self._digest_grads()  # a backward that ended without running the callback
-        state = [('weight', *item) for item in self.model.named_parameters()] + \
-            [('buffer', *item) for item in self.model.named_buffers()]
-        sections: Dict[str, Dict[str, _Pending]] = dict(
-            forward=self._forward, grad=self._grad, weight={}, buffer={})
-        if not self.forward:
-            del sections['forward']
-        bits = _bits_digests([tensor for _, _, tensor in state])
-        for (section, name, tensor), value in zip(state, bits, strict=True):
-            sections[section][name] = _bare(value, tensor)
-        names = [(s, n) for s, values in sections.items() for n in values]
-        values = _resolve([sections[s][n] for s, n in names])
+        state = [(('weight', name), tensor) for name, tensor in self.model.named_parameters()] \
+            + [(('buffer', name), tensor) for name, tensor in self.model.named_buffers()]
+        batches = self._grad_batches + [_batch([key for key, _ in state],
+                                               [tensor for _, tensor in state])]
         line: Dict[str, Any] = dict(iter=runner.iter + 1, epoch=runner.epoch,
                                     batch_idx=batch_idx, losses=_losses(outputs))
-        line.update({s: {} for s in sections})
-        for (section, name), value in zip(names, values, strict=True):
+        line.update({s: {} for s in (SECTIONS if self.forward else SECTIONS[1:])})
+        pending = [(section, name, value)
+                   for section, values in (('forward', self._forward), ('grad', self._grad))
+                   for name, value in values.items()]
+        values = _resolve([value for _, _, value in pending])
+        for (section, name, _), value in zip(pending, values, strict=True):
             line[section][name] = to_hex(value)
+        for keys, metas, bits in batches:
+            for (section, name), meta, value in zip(keys, metas, bits.tolist(), strict=True):
+                line[section][name] = to_hex(value + meta)
         self._write(line)
-        self._forward, self._grad, self._calls = {}, {}, {}
+        self._forward, self._grad, self._calls, self._grad_batches = {}, {}, {}, []
         self._cache.clear()
 
     def close(self) -> None:
@@ -649,11 +703,11 @@ class Tracer:
             Variable._execution_engine.queue_callback(self._digest_grads)
 
     def _digest_grads(self) -> None:
-        """Digest the gradients collected by :meth:`_on_grad` (two threads on CPU)."""
+        """Digest the gradients collected by :meth:`_on_grad`."""
         refs, self._grad_refs, self._grads_queued = self._grad_refs, [], False
-        values = _bits_digests([grad for _, grad in refs])
-        for (key, grad), value in zip(refs, values, strict=True):
-            self._grad[key] = _bare(value, grad)
+        if refs:
+            self._grad_batches.append(_batch([('grad', key) for key, _ in refs],
+                                             [grad for _, grad in refs]))
 
     def _remove_hooks(self) -> None:
         for handle in self._handles:

@@ -58,9 +58,11 @@ def test_every_single_bit_flip_changes_the_digest(dtype):
 
 
 def test_bit_flip_detected_in_every_chunk_of_a_large_tensor():
-    tensor = torch.randn(65536 * 2 * 3 + 5)  # three multiplier chunks and a tail
+    row = T._CHUNK * 2  # float32 elements per row of 64-bit words
+    tensor = torch.randn(row * 40 + 5)  # past the one-dot head: 40 rows and a tail
+    assert tensor.numel() // 2 > T._HEAD
     reference = _hex(tensor)
-    for index in (0, 65536 * 2 - 1, 65536 * 2, 65536 * 4 + 17, tensor.numel() - 1):
+    for index in (0, row - 1, row, row * 7 + 17, row * 39 + 1, tensor.numel() - 1):
         flipped = tensor.clone()
         flipped.view(torch.int32)[index] ^= 1
         assert _hex(flipped) != reference
@@ -102,6 +104,31 @@ def test_digest_does_not_depend_on_thread_count():
         assert _hex(tensor) == one
     finally:
         torch.set_num_threads(threads)
+
+
+def test_batched_digests_equal_one_by_one():
+    """Every path of the batched digest (small, whole rows, others) gives the same bits."""
+    gen = torch.Generator().manual_seed(3)
+    big = torch.randn(T._CHUNK * 2 * 20, generator=gen)  # whole 256-word rows
+    tensors = [
+        torch.randn(64, generator=gen),  # small, whole words
+        torch.randn(27, generator=gen),  # small, a half word at the end
+        torch.tensor(5),  # 0-d int64
+        big.reshape(40, -1),  # rows
+        torch.randn(T._CHUNK * 2 * 9 + 6, generator=gen),  # big with a partial row
+        big.reshape(40, -1).t(),  # not contiguous
+        torch.randn(4096, generator=gen).half(),  # small at the size limit
+        torch.randn(T._HEAD * 2 + 2, generator=gen),  # just past the head
+        torch.zeros(0),
+        torch.rand(300, generator=gen) > 0.5,  # bool
+        big[2:T._CHUNK * 2 + 2],  # offset by 8 bytes: aligned, in place
+        big[1:T._CHUNK * 2 + 1],  # offset by 4 bytes: copied
+    ]
+    expected = [int(T._bits_digest(t)) for t in tensors]
+    assert T._bits_digests(tensors).tolist() == expected
+    assert T._bits_digests(tensors[::-1]).tolist() == expected[::-1]
+    assert T._bits_digests([tensors[3]] * 3).tolist() == [expected[3]] * 3
+    assert T._bits_digests([]).tolist() == []
 
 
 def test_nested_outputs():
