@@ -59,7 +59,8 @@ from torch import Tensor, nn
 from torch.autograd import Variable
 
 __all__ = [
-    'TRACE_NAME', 'TraceDiff', 'TraceError', 'Tracer', 'compare_traces', 'describe_diff',
+    'TRACE_NAME', 'TraceDiff', 'TraceError', 'Tracer', 'comparable_sections',
+    'compare_traces', 'describe_diff',
     'digest', 'multipliers', 'read_trace', 'tensor_digest', 'to_hex',
 ]
 
@@ -74,6 +75,8 @@ ROOT_NAME = '(model)'
 SECTIONS = ('forward', 'grad', 'weight', 'buffer')
 SECTION_TITLES = dict(forward='forward output', grad='gradient', weight='weight after the step',
                       buffer='buffer', losses='loss value')
+_SINGULARS = dict(losses='loss', forward='forward output', grad='gradient', weight='weight',
+                  buffer='buffer')
 _PLURALS = dict(forward='forward outputs', grad='gradients', weight='weights after the step',
                 buffer='buffers', losses='loss values')
 
@@ -286,9 +289,9 @@ def _bits_digests(tensors: Sequence[Tensor]) -> Tensor:
 
     On CPU most tensors cost two views here and no operation of their own:
 
-    * small ones (up to 16 KiB; zero-padded to whole words) are concatenated; the words are multiplied by the
-      concatenation of each tensor's first multipliers (cached per layout) and summed
-      per tensor;
+    * small ones (up to 16 KiB; zero-padded to whole words) are concatenated; the
+      words are multiplied by the concatenation of each tensor's first multipliers
+      (cached per layout) and summed per tensor;
     * big ones of whole 256-word rows each take one ``torch.bmm`` (see
       :func:`_row_sums`); their row sums are concatenated, multiplied by each
       tensor's row multipliers (cached per layout) and summed per tensor.
@@ -821,6 +824,7 @@ class TraceDiff:
             the order backward produced them, weights and buffers in module order.
         counts: Per section, how many entries differ at that iteration.
         totals: Per section, how many entries that iteration has.
+        compared: The sections compared (asked for and recorded by both traces).
     """
 
     common: List[int] = field(default_factory=list)
@@ -829,6 +833,7 @@ class TraceDiff:
     first: Dict[str, Tuple[str, Optional[str], Optional[str]]] = field(default_factory=dict)
     counts: Dict[str, int] = field(default_factory=dict)
     totals: Dict[str, int] = field(default_factory=dict)
+    compared: List[str] = field(default_factory=list)
 
     @property
     def identical(self) -> bool:
@@ -857,13 +862,34 @@ def _compare_section(a: Mapping[str, str], b: Mapping[str, str]) -> Tuple[
     return first, len(differing), len(names)
 
 
+def comparable_sections(header_a: Mapping[str, Any],
+                        header_b: Mapping[str, Any]) -> Tuple[Tuple[str, ...], Optional[str]]:
+    """The sections of two traces that can be compared, and why the others cannot.
+
+    Digests of different trace versions are computed differently (every one would
+    differ), so such traces are compared on their loss values only.
+
+    Returns:
+        tuple: ``(sections, reason)``; ``reason`` is None when every section compares.
+    """
+    version_a, version_b = header_a.get('version'), header_b.get('version')
+    if version_a == version_b:
+        return ('losses', *SECTIONS), None
+    return ('losses',), (f'trace versions differ ({version_a} vs {version_b}: written by '
+                         'different mmrepro versions, whose digests are not comparable); '
+                         'comparing loss values only')
+
+
 def compare_traces(lines_a: Sequence[Mapping[str, Any]],
-                   lines_b: Sequence[Mapping[str, Any]]) -> TraceDiff:
+                   lines_b: Sequence[Mapping[str, Any]],
+                   sections: Sequence[str] = ('losses', *SECTIONS)) -> TraceDiff:
     """Find the first common iteration where two traces differ, and where in it.
 
     Args:
         lines_a: Iteration lines of trace A (:func:`read_trace`).
         lines_b: Iteration lines of trace B.
+        sections: The sections compared (e.g. only ``losses`` for traces whose
+            digests are not comparable, see :func:`comparable_sections`).
 
     Returns:
         TraceDiff: Identical when every iteration present in both is equal.
@@ -877,9 +903,11 @@ def compare_traces(lines_a: Sequence[Mapping[str, Any]],
         result.common.append(line_a['iter'])
         if result.iteration is not None:
             continue
-        for section in ('losses', *SECTIONS):
-            if (section in line_a) != (section in line_b):
-                continue  # recorded by one trace only (forward outputs are optional)
+        for section in sections:
+            if section not in line_a or section not in line_b:
+                continue  # not recorded by both traces (forward outputs are optional)
+            if section not in result.compared:
+                result.compared.append(section)
             first, count, total = _compare_section(line_a.get(section, {}),
                                                    line_b.get(section, {}))
             result.totals[section] = total
@@ -932,8 +960,10 @@ def describe_diff(diff: TraceDiff, modules: Optional[Mapping[str, str]] = None,
     span = (f'iteration {diff.common[0]}' if len(diff.common) == 1 else
             f'iterations {diff.common[0]}..{diff.common[-1]} ({len(diff.common)} traced)')
     if diff.identical:
-        return [f'bit-identical over {span}: every loss, forward output, gradient, weight '
-                'and buffer']
+        kinds = [_SINGULARS[s] for s in diff.compared]
+        kinds = ', '.join(kinds[:-1]) + ' and ' + kinds[-1] if len(kinds) > 1 else \
+            ''.join(kinds) or 'recorded value'
+        return [f'bit-identical over {span}: every {kinds}']
     epoch = f' (epoch {diff.epoch + 1})' if isinstance(diff.epoch, int) and diff.epoch else ''
     lines = [f'first diverging iteration: {diff.iteration}{epoch}, of {span}']
     culprit = diff.culprit()

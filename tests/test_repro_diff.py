@@ -52,7 +52,27 @@ def test_same_run_is_identical(diff_runs, capsys):
     code, out, _ = _diff(capsys, diff_runs['base'], diff_runs['base'])
     assert code == 0
     assert 'run records: identical' in out
-    assert 'traces: bit-identical over iterations 1..3' in out
+    assert 'traces: bit-identical over iterations 1..3 (3 traced): every loss, gradient, ' \
+        'weight and buffer' in out
+
+
+@pytest.mark.slow
+def test_trace_of_another_version_compares_losses_only(diff_runs, capsys, tmp_path):
+    old = str(tmp_path / 'old')
+    shutil.copytree(diff_runs['base'], old)
+    (trace,) = [os.path.join(d, f) for d, _, files in os.walk(old) for f in files
+                if f == 'trace.jsonl']
+    with open(trace) as f:
+        rows = [json.loads(row) for row in f]
+    rows[0]['version'] = 1
+    rows[1]['grad'] = {name: '0' * 16 for name in rows[1]['grad']}  # other digests
+    with open(trace, 'w') as f:
+        f.writelines(json.dumps(row) + '\n' for row in rows)
+    code, out, _ = _diff(capsys, diff_runs['base'], old)
+    assert code == 0
+    assert 'traces: trace versions differ (2 vs 1: written by different mmrepro versions, ' \
+        'whose digests are not comparable); comparing loss values only' in out
+    assert 'traces: bit-identical over iterations 1..3 (3 traced): every loss\n' in out
 
 
 @pytest.mark.slow

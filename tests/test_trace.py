@@ -284,7 +284,8 @@ def test_compare_traces_names_the_first_diverging_module(tmp_path):
     header, lines_a = T.read_trace(same_a)
     diff = T.compare_traces(lines_a, T.read_trace(same_b)[1])
     assert diff.identical and diff.common == [1, 2, 3, 4]
-    assert 'bit-identical over iterations 1..4' in T.describe_diff(diff)[0]
+    assert T.describe_diff(diff)[0] == ('bit-identical over iterations 1..4 (4 traced): every '
+                                        'loss, forward output, gradient, weight and buffer')
     diff = T.compare_traces(lines_a, T.read_trace(noisy)[1])
     assert not diff.identical and diff.iteration == 1
     # block's outputs are equal; the noise is added in the root module's forward
@@ -292,6 +293,22 @@ def test_compare_traces_names_the_first_diverging_module(tmp_path):
     text = '\n'.join(T.describe_diff(diff, header['modules']))
     assert 'first diverging iteration: 1' in text
     assert 'forward output of shared (Linear)' in text
+
+
+def test_traces_of_other_versions_compare_losses_only():
+    same = {'version': T.TRACE_VERSION}
+    assert T.comparable_sections(same, dict(same)) == (('losses', *T.SECTIONS), None)
+    sections, reason = T.comparable_sections(same, {'version': 1})
+    assert sections == ('losses',)
+    assert reason == (f'trace versions differ ({T.TRACE_VERSION} vs 1: written by different '
+                      'mmrepro versions, whose digests are not comparable); comparing loss '
+                      'values only')
+    line = dict(iter=1, losses={'loss': '0x1.0p+0'}, grad={'w': '1'}, weight={'w': '2'})
+    other = dict(line, grad={'w': 'f'})
+    diff = T.compare_traces([line], [other], sections)
+    assert diff.identical and diff.compared == ['losses']
+    assert T.describe_diff(diff)[0] == 'bit-identical over iteration 1: every loss'
+    assert not T.compare_traces([line], [other]).identical
 
 
 def test_read_trace_errors_name_file_and_line(tmp_path):

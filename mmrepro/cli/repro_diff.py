@@ -27,6 +27,7 @@ from ..run_record import MISSING, RECORD_NAME, RunRecordError, diff_records, loa
 from ..trace import (
     TRACE_NAME,
     TraceError,
+    comparable_sections,
     compare_traces,
     describe_diff,
     loss_curve,
@@ -186,9 +187,12 @@ def scalars_divergence(rows_a: Sequence[Dict[str, Any]],
 def describe_divergence(a: RunData, b: RunData) -> Tuple[List[str], Optional[int], bool]:
     """Lines on where the runs diverge, the first diverging iteration, and if they do."""
     if a.trace is not None and b.trace is not None:
-        diff = compare_traces(a.trace[1], b.trace[1])
+        sections, reason = comparable_sections(a.trace[0], b.trace[0])
+        diff = compare_traces(a.trace[1], b.trace[1], sections)
         lines = describe_diff(diff, a.trace[0].get('modules'), 'A', 'B')
         lines[0] = f'traces: {lines[0]}'
+        if reason is not None:
+            lines.insert(0, f'traces: {reason}')
         return lines, diff.iteration, not diff.identical
     missing = [r.label for r in (a, b) if r.trace is None]
     note = f'(no {TRACE_NAME} in {" and ".join(missing)}; train with ' \
