@@ -580,6 +580,9 @@ class Tracer:
     one entry per call (``name``, ``name#1``...). Weights and buffers are digested
     after the step.
 
+    The modules are those of the model when the tracer is made (the start of the
+    run); their parameters and buffers are read at every traced iteration.
+
     On several processes, rank 0 writes ``trace.jsonl`` and rank ``r`` writes
     ``trace_rank{r}.jsonl``; gradients are those of the rank's own backward (before
     the all-reduce of ``DistributedDataParallel`` finishes).
@@ -620,6 +623,9 @@ class Tracer:
             filename = f'{osp.splitext(filename)[0]}_rank{rank}.jsonl'
         self.path = osp.join(runner.log_dir, filename)
         self._modules = [(name or ROOT_NAME, module) for name, module in model.named_modules()]
+        # (prefix, module) pairs to list parameters and buffers without walking the tree
+        self._prefixes = [(f'{name}.' if name else '', module)
+                          for name, module in model.named_modules()]
         self._handles: List[Any] = []
         self._forward: Dict[str, _Pending] = {}
         self._grad: Dict[str, _Pending] = {}
@@ -644,13 +650,13 @@ class Tracer:
         self._active = True
         for name, module in self._modules if self.forward else ():
             self._handles.append(module.register_forward_hook(partial(self._on_forward, name)))
-        trainable = tuple(p.requires_grad for p in self.model.parameters())
+        trainable = tuple(p.requires_grad for _, p in self._named('_parameters'))
         if trainable != self._trainable:  # the first traced iteration, or (un)freezing
             self._remove_grad_hooks()
             self._trainable = trainable
             self._grad_handles = [
                 param.register_post_accumulate_grad_hook(partial(self._on_grad, name))
-                for name, param in self.model.named_parameters() if param.requires_grad]
+                for name, param in self._named('_parameters') if param.requires_grad]
 
     def after_train_iter(self, runner: Any, batch_idx: int, outputs: Any = None) -> None:
         """Remove the hooks and write this iteration's line."""
@@ -658,8 +664,8 @@ class Tracer:
             return
         self._remove_hooks()
         self._digest_grads()  # a backward that ended without running the callback
-        state = [(('weight', name), tensor) for name, tensor in self.model.named_parameters()] \
-            + [(('buffer', name), tensor) for name, tensor in self.model.named_buffers()]
+        state = [(('weight', name), tensor) for name, tensor in self._named('_parameters')] \
+            + [(('buffer', name), tensor) for name, tensor in self._named('_buffers')]
         batches = self._grad_batches + [_batch([key for key, _ in state],
                                                [tensor for _, tensor in state])]
         line: Dict[str, Any] = dict(iter=runner.iter + 1, epoch=runner.epoch,
@@ -685,6 +691,21 @@ class Tracer:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+    def _named(self, store: str) -> List[Tuple[str, Tensor]]:
+        """``named_parameters()`` (``store='_parameters'``) or ``named_buffers()``.
+
+        The same names, order and de-duplication, read from each module's own dict
+        (what it holds now) without walking the module tree again.
+        """
+        seen = set()
+        out = []
+        for prefix, module in self._prefixes:
+            for key, tensor in getattr(module, store).items():
+                if tensor is not None and id(tensor) not in seen:
+                    seen.add(id(tensor))
+                    out.append((prefix + key, tensor))
+        return out
 
     # ----------------------------------------------------------------------- hooks
     def _on_forward(self, name: str, module: nn.Module, args: Any, output: Any) -> None:
