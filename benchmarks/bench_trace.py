@@ -4,7 +4,8 @@
 Builds the demo detector (tiny generated COCO data, the repo's config) once through
 MMEngine's Runner and times ``model.train_step`` (forward, backward, SGD step) on the
 same few batches in five modes, interleaved so that load changes hit every mode
-alike (the order rotates every round):
+alike (every round runs them in a new shuffled order, seeded by the round number,
+so that no mode always follows the same other one):
 
 - ``no hook``: ``train_step`` alone;
 - ``hook, trace off``: with ``ReproducibilityHook(trace_interval=0)``'s per-iteration
@@ -17,10 +18,10 @@ alike (the order rotates every round):
   modules, every output digested), as ``tools/check_repro.py`` traces.
 
 It reports the median iteration time of each mode, its overhead over ``no hook`` (the
-median over rounds of the ratio to that round's ``no hook`` iteration, on the same
-batch) and, measured directly, the time spent inside the hook's and the tracer's
-callbacks per iteration (the cost itself, without the noise of comparing timings on
-a shared machine).
+ratio to that round's ``no hook`` iteration on the same batch: median over rounds,
+and mean with a 95 % confidence interval) and, measured directly, the time spent
+inside the hook's and the tracer's callbacks per iteration (the cost itself, without
+the noise of comparing timings on a shared machine).
 
     python benchmarks/bench_trace.py [--rounds 15] [--data data/demo] [--img-scale W H]
 """
@@ -30,6 +31,7 @@ import argparse
 import datetime
 import os.path as osp
 import platform
+import random
 import statistics
 import sys
 import tempfile
@@ -141,7 +143,7 @@ def main() -> None:
             if round_ == args.warmup:
                 for cell in inside.values():
                     cell[0] = 0.0
-            order = MODES[round_ % len(MODES):] + MODES[:round_ % len(MODES)]
+            order = random.Random(round_).sample(MODES, len(MODES))
             for mode in order:
                 elapsed = step(runner, hooks[mode], batches[round_ % len(batches)], 0)
                 if round_ >= args.warmup:
@@ -157,13 +159,16 @@ def main() -> None:
           f'{"x".join(map(str, args.img_scale or (160, 128)))}')
     print()
     print('| mode | median s/iter | overhead: median of paired ratios | '
-          'time in hook + tracer callbacks |')
-    print('|---|---:|---:|---:|')
+          'mean, 95 % CI | time in hook + tracer callbacks |')
+    print('|---|---:|---:|---:|---:|')
     for mode in MODES:
-        paired = statistics.median(t / b - 1 for t, b in zip(times[mode], times['no hook'],
-                                                                strict=True))
+        paired = [t / b - 1 for t, b in zip(times[mode], times['no hook'], strict=True)]
+        spread = 1.96 * statistics.stdev(paired) / len(paired) ** 0.5 if len(paired) > 1 \
+            else float('nan')
         spent = inside[mode][0] / args.rounds if mode in inside else 0.0
-        print(f'| {mode} | {statistics.median(times[mode]):.3f} | {100 * paired:+.1f} % | '
+        print(f'| {mode} | {statistics.median(times[mode]):.3f} | '
+              f'{100 * statistics.median(paired):+.1f} % | '
+              f'{100 * statistics.mean(paired):+.1f} +- {100 * spread:.1f} % | '
               f'{1000 * spent:.2f} ms = {100 * spent / base:.2f} % |')
 
 
