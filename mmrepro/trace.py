@@ -26,10 +26,10 @@ dtype and shape. Why this one:
   this short torch runs bmm as a loop parallelised over the blocks with its own
   intra-op (OpenMP) threads, so every core reads and no extra thread competes with
   them. The block sums (1/256 of the data) are then weighted by the row multipliers
-  in one ``torch.dot``. Other devices multiply and sum. No copy, no host transfer and
-  no synchronisation until the line is written (the small per-tensor terms are then
-  added in Python). Hashing the bytes with sha256 would copy every tensor to the host
-  and run on one core at a fraction of memory bandwidth.
+  and summed, for many tensors at once. Other devices multiply and sum. No copy, no
+  host transfer and no synchronisation until the line is written (the small
+  per-tensor terms are then added in Python). Hashing the bytes with sha256 would copy
+  every tensor to the host and run on one core at a fraction of memory bandwidth.
 """
 from __future__ import annotations
 
