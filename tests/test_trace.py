@@ -240,6 +240,10 @@ def test_tracer_gradients_are_those_of_backward(tmp_path):
     data = torch.randn(1, 2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
     model(data[0])['loss'].backward()
     assert lines[0]['grad']['block.conv.weight'] == _hex(model.block.conv.weight.grad)
+    assert lines[0]['grad'] == {n: _hex(p.grad) for n, p in model.named_parameters()}
+    torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9).step()  # as _train does
+    assert lines[0]['weight'] == {n: _hex(p) for n, p in model.named_parameters()}
+    assert lines[0]['buffer'] == {n: _hex(b) for n, b in model.named_buffers()}
 
 
 def test_gradients_are_read_before_clipping(tmp_path):
