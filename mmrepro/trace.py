@@ -227,11 +227,9 @@ def _word_sum(words: Tensor) -> Tensor:
 def _bits_digest(tensor: Tensor) -> Tensor:
     """``sum_k v_k * m_k mod 2**64`` over ``tensor``'s bytes as 64-bit words (0-d int64)."""
     flat = tensor.detach()
-    if flat.layout == torch.strided and flat.is_contiguous() and flat.dtype in _WORD_DTYPES:
-        size = flat.element_size()
-        if not (flat.numel() * size) % 8 and not (flat.storage_offset() * size) % 8 and \
-                flat.numel():  # the common case: whole 64-bit words in place
-            return _word_sum(flat.view(-1).view(torch.int64))
+    nbytes = _plain_bytes(flat)
+    if nbytes and not nbytes % 8:  # the common case: whole 64-bit words in place
+        return _word_sum(flat.view(-1).view(torch.int64))
     if flat.layout != torch.strided:
         flat = flat.to_dense()
     if flat.is_quantized:
@@ -258,11 +256,10 @@ def _bits_digest(tensor: Tensor) -> Tensor:
 
 def _plain_bytes(tensor: Tensor) -> int:
     """``tensor``'s size in bytes when its bytes can be read in place as 64-bit words
-    (on the CPU, contiguous, starting at a multiple of 8 bytes; the common case), else
-    0."""
-    if not tensor.is_cpu or tensor.layout != torch.strided or \
-            tensor.dtype not in _WORD_DTYPES or not tensor.is_contiguous() or \
-            (tensor.storage_offset() * tensor.element_size()) % 8:
+    (contiguous, a plain dtype, starting at a multiple of 8 bytes; the common case),
+    else 0. The size itself need not be a whole number of words."""
+    if tensor.layout != torch.strided or tensor.dtype not in _WORD_DTYPES or \
+            not tensor.is_contiguous() or (tensor.storage_offset() * tensor.element_size()) % 8:
         return 0
     return tensor.nbytes
 
@@ -306,7 +303,7 @@ def _bits_digests(tensors: Sequence[Tensor]) -> Tensor:
     tables = _tables(torch.device('cpu'))
     with torch.no_grad():  # views of parameters without autograd's bookkeeping
         for i, tensor in enumerate(tensors):
-            nbytes = _plain_bytes(tensor)
+            nbytes = _plain_bytes(tensor) if tensor.is_cpu else 0
             if not nbytes:
                 groups[2].append(i)
             elif nbytes <= _SMALL_BYTES:
@@ -622,10 +619,10 @@ class Tracer:
         if rank:
             filename = f'{osp.splitext(filename)[0]}_rank{rank}.jsonl'
         self.path = osp.join(runner.log_dir, filename)
-        self._modules = [(name or ROOT_NAME, module) for name, module in model.named_modules()]
+        named = list(model.named_modules())
+        self._modules = [(name or ROOT_NAME, module) for name, module in named]
         # (prefix, module) pairs to list parameters and buffers without walking the tree
-        self._prefixes = [(f'{name}.' if name else '', module)
-                          for name, module in model.named_modules()]
+        self._prefixes = [(f'{name}.' if name else '', module) for name, module in named]
         self._handles: List[Any] = []
         self._forward: Dict[str, _Pending] = {}
         self._grad: Dict[str, _Pending] = {}
@@ -929,8 +926,7 @@ def compare_traces(lines_a: Sequence[Mapping[str, Any]],
                 continue  # not recorded by both traces (forward outputs are optional)
             if section not in result.compared:
                 result.compared.append(section)
-            first, count, total = _compare_section(line_a.get(section, {}),
-                                                   line_b.get(section, {}))
+            first, count, total = _compare_section(line_a[section], line_b[section])
             result.totals[section] = total
             if first is not None:
                 result.first[section] = first
