@@ -275,6 +275,20 @@ def test_forward_outputs_are_optional(tmp_path):
     assert diff.iteration == 1 and diff.culprit() == ('grad', 'shared.bias')
 
 
+def test_tracer_lists_tensors_as_named_parameters_and_buffers(tmp_path):
+    model = _Net()
+    model.alias = model.shared  # a module reachable twice: listed once, as torch does
+    runner = types.SimpleNamespace(model=model, log_dir=str(tmp_path), iter=0, epoch=0)
+    tracer = T.Tracer(runner, 1)
+    model.block.bn.running_mean = torch.ones(4)  # replaced after the start: read anew
+    for mine, torchs in ((tracer._named('_parameters'), model.named_parameters()),
+                         (tracer._named('_buffers'), model.named_buffers())):
+        torchs = list(torchs)
+        assert [n for n, _ in mine] == [n for n, _ in torchs]
+        assert all(a is b for (_, a), (_, b) in zip(mine, torchs, strict=True))
+    tracer.close()
+
+
 def test_bad_forward_flag_is_an_error(tmp_path):
     runner = types.SimpleNamespace(model=_Net(), log_dir=str(tmp_path), iter=0, epoch=0)
     with pytest.raises(TypeError, match=r"Tracer\(forward='yes'\): expected True or False\."):
