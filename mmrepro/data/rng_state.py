@@ -73,38 +73,55 @@ def capture_rng_state() -> Dict[str, Any]:
     Returns:
         dict: ``python`` (the tuple from ``random.getstate``), ``numpy`` (the
         legacy state with its key as an int64 tensor), ``torch`` (CPU state) and
-        ``cuda`` (a list, one state per visible device; empty without CUDA).
+        ``cuda`` (a list holding the state of this process's current CUDA device;
+        empty without CUDA). Other devices are not this rank's: under torchrun every
+        rank sees all GPUs, under Slurm each sees one, and the same job must resume
+        either way.
     """
     name, keys, pos, has_gauss, gauss = np.random.get_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    cuda = ([torch.cuda.get_rng_state(torch.cuda.current_device()).cpu()]
+            if torch.cuda.is_available() and torch.cuda.is_initialized() else [])
     return dict(
         python=random.getstate(),
         numpy=dict(name=name, key=torch.from_numpy(keys.astype(np.int64)), pos=int(pos),
                    has_gauss=int(has_gauss), gauss=float(gauss)),
         torch=torch.get_rng_state(),
-        cuda=[s.cpu() for s in cuda],
+        cuda=cuda,
     )
 
 
 def restore_rng_state(state: Dict[str, Any]) -> None:
     """Restore a state from :func:`capture_rng_state` into this process.
 
+    Every tensor is copied to the CPU first: ``Runner.resume`` loads checkpoints with
+    ``map_location`` set to the current CUDA device, and RNG states are set from CPU
+    byte tensors. The CUDA state goes to this process's current device.
+
     Raises:
-        ValueError: the number of CUDA states differs from the visible devices.
+        ValueError: the state holds CUDA states of several devices (written by
+            an earlier mmrepro, which saved every visible device) and this process's
+            device is not among them.
     """
     random.setstate(_as_python_state(state['python']))
     npst = state['numpy']
-    np.random.set_state((npst['name'], npst['key'].numpy().astype(np.uint32), npst['pos'],
-                         npst['has_gauss'], npst['gauss']))
-    torch.set_rng_state(state['torch'])
-    cuda = state.get('cuda', [])
-    if cuda and torch.cuda.is_available():
-        if len(cuda) != torch.cuda.device_count():
-            raise ValueError(
-                f'The checkpoint holds CUDA RNG states for {len(cuda)} device(s) but '
-                f'{torch.cuda.device_count()} are visible; resume with the same '
-                'CUDA_VISIBLE_DEVICES as the run that wrote it.')
-        torch.cuda.set_rng_state_all(cuda)
+    np.random.set_state((npst['name'], _cpu(npst['key']).numpy().astype(np.uint32),
+                         npst['pos'], npst['has_gauss'], npst['gauss']))
+    torch.set_rng_state(_cpu(state['torch']))
+    cuda = state.get('cuda') or []
+    if not cuda or not torch.cuda.is_available():
+        return
+    device = torch.cuda.current_device()
+    if len(cuda) > 1 and device >= len(cuda):
+        raise ValueError(
+            f'The checkpoint holds CUDA RNG states for {len(cuda)} device(s) (every '
+            f'device its writer saw), none for this process\'s device cuda:{device}; '
+            'resume with the CUDA_VISIBLE_DEVICES of the run that wrote it.')
+    torch.cuda.set_rng_state(_cpu(cuda[device] if len(cuda) > 1 else cuda[0]), device)
+
+
+def _cpu(tensor: Any) -> torch.Tensor:
+    """A CPU copy of ``tensor`` (a no-op for CPU tensors)."""
+    return torch.as_tensor(tensor).cpu()
 
 
 def _as_python_state(state: Any) -> tuple:
