@@ -12,6 +12,7 @@ from typing import Any, Dict, Mapping, Optional, Union
 
 import numpy as np
 import torch
+from torch.torch_version import TorchVersion
 
 MAX_SEED = 2**32 - 1
 
@@ -26,8 +27,10 @@ RANDOMNESS_DEFAULTS: Dict[str, Any] = dict(
     fill_uninitialized_memory=None,
 )
 
-#: Value of ``CUBLAS_WORKSPACE_CONFIG`` mmrepro sets when it is missing.
+#: Value of ``CUBLAS_WORKSPACE_CONFIG`` mmrepro sets when torch needs it and it is missing.
 CUBLAS_WORKSPACE_DEFAULT = ':4096:8'
+#: The first torch release without its ``CUBLAS_WORKSPACE_CONFIG`` check.
+CUBLAS_CHECK_DROPPED = '2.10'
 
 _BOOL_KEYS = ('deterministic', 'diff_rank_seed', 'sample_seeding', 'warn_only', 'strict')
 
@@ -151,25 +154,82 @@ def init_random_seed(seed: Optional[int] = None,
     return int(tensor.item())
 
 
-def ensure_cublas_workspace_config() -> None:
-    """Make sure ``CUBLAS_WORKSPACE_CONFIG`` is set before cuBLAS first runs.
+def cublas_config_needed_by_version() -> bool:
+    """Whether the installed torch, judged by its build, checks ``CUBLAS_WORKSPACE_CONFIG``.
 
-    cuBLAS reads the variable when its handle is created, so it is set here if CUDA
-    has not started yet. If CUDA is already initialised without it, deterministic
-    GEMMs cannot be guaranteed any more and this raises.
+    CPU-only builds never need it. CUDA builds before :data:`CUBLAS_CHECK_DROPPED`
+    raise on a cuBLAS call in deterministic mode unless it is set; later ones allocate
+    cuBLAS workspaces per handle and stream themselves and dropped the check
+    (pytorch/pytorch#161749).
+    """
+    if torch.version.cuda is None:
+        return False
+    return TorchVersion(torch.__version__) < CUBLAS_CHECK_DROPPED
+
+
+def _cublas_config_needed_at_run_time() -> bool:
+    """Ask the running torch: does a deterministic cuBLAS matmul raise without the variable?
+
+    Only called once CUDA has started (so the probe starts nothing new).
+    """
+    enabled = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        probe = torch.ones(2, 2, device='cuda')
+        torch.mm(probe, probe)
+    except RuntimeError as err:
+        if 'CUBLAS_WORKSPACE_CONFIG' in str(err):
+            return True
+        raise
+    finally:
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+    return False
+
+
+def prepare_cublas_workspace_config() -> None:
+    """Set ``CUBLAS_WORKSPACE_CONFIG`` early, if the installed torch needs it.
+
+    Called when :mod:`mmrepro` is imported: ``Config.fromfile`` imports
+    ``custom_imports`` before the Runner exists, and so before ``init_dist`` starts
+    CUDA (MMDetection's own launcher). Does nothing if the variable is set, CUDA has
+    started, or torch does not need it (:func:`cublas_config_needed_by_version`).
+    """
+    if os.environ.get('CUBLAS_WORKSPACE_CONFIG') or not cublas_config_needed_by_version():
+        return
+    if not torch.cuda.is_initialized():
+        os.environ['CUBLAS_WORKSPACE_CONFIG'] = CUBLAS_WORKSPACE_DEFAULT
+
+
+def ensure_cublas_workspace_config() -> None:
+    """Make sure deterministic cuBLAS is possible before deterministic mode starts.
+
+    - The variable is set: nothing to do.
+    - CUDA has not started: the variable is set if the installed torch needs it
+      (:func:`cublas_config_needed_by_version`); cuBLAS reads it when its first handle
+      is created.
+    - CUDA has started (``init_dist`` calls ``torch.cuda.set_device`` before the
+      Runner seeds): the running torch is asked with one deterministic 2x2 matmul; if it
+      needs the variable, it is too late to set it and this raises.
 
     Raises:
-        RuntimeError: CUDA is initialised and the variable is missing.
+        RuntimeError: CUDA is initialised, the variable is missing and this torch
+            needs it.
     """
     if os.environ.get('CUBLAS_WORKSPACE_CONFIG'):
         return
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        raise RuntimeError(
-            'deterministic=True needs CUBLAS_WORKSPACE_CONFIG to be set before CUDA '
-            'starts, but CUDA is already initialised and the variable is missing. '
-            f'Fix: `export CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE_DEFAULT}` before '
-            'launching, or start training with mmrepro\'s tools/train.py, which sets it.')
-    os.environ['CUBLAS_WORKSPACE_CONFIG'] = CUBLAS_WORKSPACE_DEFAULT
+        if _cublas_config_needed_at_run_time():
+            raise RuntimeError(
+                'deterministic=True needs CUBLAS_WORKSPACE_CONFIG with this torch '
+                f'({torch.__version__}) to be set before CUDA starts, but CUDA is already '
+                'initialised and the variable is missing. Fix: `export '
+                f'CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE_DEFAULT}` before launching, '
+                "or add mmrepro to the config's custom_imports (it sets the variable when "
+                "imported), or start training with mmrepro's tools/train.py.")
+        return
+    if cublas_config_needed_by_version():
+        os.environ['CUBLAS_WORKSPACE_CONFIG'] = CUBLAS_WORKSPACE_DEFAULT
 
 
 def set_deterministic(deterministic: bool,

@@ -1,11 +1,15 @@
 """Seeding core: drawn numbers, validation messages, deterministic flags."""
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
+from repro_utils import REPO
 
+from mmrepro import seeding
 from mmrepro.seeding import (
     init_random_seed,
     set_deterministic,
@@ -88,13 +92,11 @@ def test_defaults_filled():
     assert out['sample_seeding'] is True
 
 
-def test_deterministic_sets_flags_and_cublas(monkeypatch):
-    monkeypatch.delenv('CUBLAS_WORKSPACE_CONFIG', raising=False)
+def test_deterministic_sets_flags():
     try:
         set_random_seed(1, deterministic=True)
         assert torch.are_deterministic_algorithms_enabled()
         assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
-        assert os.environ['CUBLAS_WORKSPACE_CONFIG'] == ':4096:8'
         set_deterministic(True, warn_only=True)
         assert torch.is_deterministic_algorithms_warn_only_enabled()
     finally:
@@ -102,14 +104,71 @@ def test_deterministic_sets_flags_and_cublas(monkeypatch):
         torch.backends.cudnn.deterministic = False
 
 
-def test_cublas_error_when_cuda_already_started(monkeypatch):
+@pytest.mark.parametrize('version, cuda, needed', [
+    ('2.9.1+cu128', '12.8', True), ('2.10.0+cu130', '13.0', False),
+    ('2.11.0+cu130', '13.0', False), ('2.9.1+cpu', None, False)])
+def test_cublas_config_needed_by_version(monkeypatch, version, cuda, needed):
+    monkeypatch.setattr(torch, '__version__', version)
+    monkeypatch.setattr(torch.version, 'cuda', cuda)
+    assert seeding.cublas_config_needed_by_version() is needed
+
+
+@pytest.mark.parametrize('needed', [True, False])
+def test_cublas_variable_set_before_cuda_only_where_torch_needs_it(monkeypatch, needed):
+    monkeypatch.delenv('CUBLAS_WORKSPACE_CONFIG', raising=False)
+    monkeypatch.setattr(torch.cuda, 'is_initialized', lambda: False)
+    monkeypatch.setattr(seeding, 'cublas_config_needed_by_version', lambda: needed)
+    seeding.prepare_cublas_workspace_config()
+    assert os.environ.get('CUBLAS_WORKSPACE_CONFIG') == (':4096:8' if needed else None)
+    monkeypatch.delenv('CUBLAS_WORKSPACE_CONFIG', raising=False)
+    seeding.ensure_cublas_workspace_config()
+    assert os.environ.get('CUBLAS_WORKSPACE_CONFIG') == (':4096:8' if needed else None)
+
+
+def test_cublas_variable_kept_when_set(monkeypatch):
+    monkeypatch.setenv('CUBLAS_WORKSPACE_CONFIG', ':16:8')
+    monkeypatch.setattr(seeding, 'cublas_config_needed_by_version', lambda: True)
+    seeding.prepare_cublas_workspace_config()
+    seeding.ensure_cublas_workspace_config()
+    assert os.environ['CUBLAS_WORKSPACE_CONFIG'] == ':16:8'
+
+
+def test_import_leaves_the_variable_alone_on_this_torch():
+    """This torch (CPU build) does not need it, so importing mmrepro sets nothing."""
+    env = {k: v for k, v in os.environ.items() if k != 'CUBLAS_WORKSPACE_CONFIG'}
+    env['PYTHONPATH'] = REPO
+    out = subprocess.run(
+        [sys.executable, '-c', 'import os, mmrepro; '
+         'print(os.environ.get("CUBLAS_WORKSPACE_CONFIG"))'],
+        env=env, check=True, capture_output=True, text=True).stdout.split()[-1]
+    assert out == (':4096:8' if seeding.cublas_config_needed_by_version() else 'None')
+
+
+def test_cublas_error_when_cuda_already_started_and_torch_needs_it(monkeypatch):
     monkeypatch.delenv('CUBLAS_WORKSPACE_CONFIG', raising=False)
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
     monkeypatch.setattr(torch.cuda, 'is_initialized', lambda: True)
-    with pytest.raises(RuntimeError, match=r'CUBLAS_WORKSPACE_CONFIG.*export '
+    monkeypatch.setattr(seeding, '_cublas_config_needed_at_run_time', lambda: True)
+    with pytest.raises(RuntimeError, match=r'CUBLAS_WORKSPACE_CONFIG with this torch .* '
+                       r'CUDA is already initialised.*export '
                        r'CUBLAS_WORKSPACE_CONFIG=:4096:8'):
         set_deterministic(True)
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_no_error_when_cuda_started_and_torch_does_not_need_it(monkeypatch):
+    """MMDetection's launcher starts CUDA first; torch >= 2.10 needs no variable."""
+    monkeypatch.delenv('CUBLAS_WORKSPACE_CONFIG', raising=False)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'is_initialized', lambda: True)
+    monkeypatch.setattr(seeding, '_cublas_config_needed_at_run_time', lambda: False)
+    try:
+        set_deterministic(True)
+        assert torch.are_deterministic_algorithms_enabled()
+        assert 'CUBLAS_WORKSPACE_CONFIG' not in os.environ
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = False
 
 
 def test_fill_uninitialized_memory_switch():
@@ -124,8 +183,6 @@ def test_fill_uninitialized_memory_switch():
 
 
 def test_hash_seed_reexec_fixes_hashing_in_the_process(tmp_path):
-    import subprocess
-    import sys
     script = tmp_path / 'probe.py'
     script.write_text(
         'import sys\n'
@@ -133,7 +190,9 @@ def test_hash_seed_reexec_fixes_hashing_in_the_process(tmp_path):
         'if sys.argv[1] == "fix":\n'
         '    reexec_with_hash_seed(5, sys.argv)\n'
         'print(hash("mmrepro"))\n')
+    # mmrepro from this checkout, whether or not it is pip-installed.
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONHASHSEED'}
+    env['PYTHONPATH'] = REPO
 
     def run(mode):
         return subprocess.run([sys.executable, str(script), mode], env=env, check=True,

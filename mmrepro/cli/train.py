@@ -11,7 +11,7 @@ import os.path as osp
 import sys
 from typing import List, Optional
 
-from ..seeding import CUBLAS_WORKSPACE_DEFAULT, check_seed, validate_randomness
+from ..seeding import check_seed, prepare_cublas_workspace_config, validate_randomness
 
 HOOK_TYPE = 'ReproducibilityHook'
 
@@ -140,7 +140,7 @@ def _enable_amp(cfg) -> None:
 def prepare_environment(randomness: dict) -> None:
     """Set what must be in the environment before CUDA / cuBLAS start."""
     if randomness.get('deterministic'):
-        os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', CUBLAS_WORKSPACE_DEFAULT)
+        prepare_cublas_workspace_config()
     if randomness.get('seed') is not None:
         os.environ.setdefault('PYTHONHASHSEED', str(randomness['seed']))
 
