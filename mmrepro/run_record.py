@@ -48,6 +48,15 @@ MISSING = '<missing>'
 _ADDRESS = re.compile(r' at 0x[0-9a-fA-F]+')
 
 
+def file_sha256(path: str) -> str:
+    """sha256 of a file's contents, read in chunks (annotation files reach GBs)."""
+    digest = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def versions() -> Dict[str, Optional[str]]:
     """Versions of python, the stack, CUDA and cuDNN."""
     out: Dict[str, Optional[str]] = {'python': platform.python_version()}
@@ -101,8 +110,7 @@ def code_fingerprint(cwd: Optional[str] = None) -> Dict[str, Any]:
     digest = hashlib.sha256()
     for path in sorted(glob.glob(osp.join(root, '**', '*.py'), recursive=True)):
         digest.update(osp.relpath(path, root).encode() + b'\0')
-        with open(path, 'rb') as f:
-            digest.update(hashlib.sha256(f.read()).digest())
+        digest.update(bytes.fromhex(file_sha256(path)))
     return dict(mmrepro_sha256=digest.hexdigest(), git=_git_state(cwd or os.getcwd()))
 
 
@@ -193,8 +201,7 @@ def data_fingerprint(dataset: Any) -> Dict[str, Any]:
     ann_files: Dict[str, Optional[str]] = {}
     for path in sorted(set(_find(dataset, 'ann_file'))):
         if osp.isfile(path):
-            with open(path, 'rb') as f:
-                ann_files[_relative(path, roots)] = hashlib.sha256(f.read()).hexdigest()
+            ann_files[_relative(path, roots)] = file_sha256(path)
         elif path:
             ann_files[_relative(path, roots)] = None
     combined = hashlib.sha256()

@@ -68,12 +68,12 @@ class ReproducibilityHook(Hook):
 
     # ------------------------------------------------------------ run record
     def before_run(self, runner) -> None:
-        """Log the seed into the run's log, write the run record; start the trace if asked."""
+        """Log the seed into the run's log, write the run record (rank 0); start the trace."""
         message = getattr(runner, SEED_MESSAGE_ATTR, None)
         if message:
             runner.logger.info(message)
-        self._record = collect_run_record(runner)
-        if is_main_process():
+        if is_main_process():  # only rank 0 writes the record and checkpoints
+            self._record = collect_run_record(runner)
             path = write_run_record(runner, self._record)
             runner.logger.info(f'mmrepro: run record written to {path}')
         if self.trace_interval:
