@@ -17,9 +17,11 @@ class SampleSeedingFetch:
     pipeline (a worker, or the main process when ``num_workers=0``). The dataset's
     class, attributes and ``__getitem__`` are untouched.
 
-    In the main process the RNG states are restored afterwards, so the model's own
-    draws (RPN/RCNN proposal sampling, dropout) are the same whatever the loader
-    does; in a worker that work is skipped (the next sample reseeds anyway).
+    In the main process the RNG states are restored after a batch that was seeded, so
+    the model's own draws (RPN/RCNN proposal sampling, dropout) are the same whatever
+    the loader does; in a worker that work is skipped (the next sample reseeds
+    anyway). Indices without a key (another DataLoader over the same dataset) are
+    fetched as plain torch would, drawing from and advancing the process's streams.
 
     Args:
         dataset: The map-style dataset the DataLoader reads.
@@ -29,8 +31,12 @@ class SampleSeedingFetch:
         self.dataset = dataset
 
     def __call__(self, indices: Sequence[int]) -> List[Any]:
+        # Only a batch that reseeds (any index with a key) disturbs the process's
+        # streams; a loader whose indices carry no key (another DataLoader over the
+        # same dataset) must advance them as usual, not replay them every batch.
+        seeded = any(isinstance(index, SeededIndex) for index in indices)
         in_worker = torch.utils.data.get_worker_info() is not None
-        saved = None if in_worker else get_host_states()
+        saved = get_host_states() if seeded and not in_worker else None
         try:
             out = []
             for index in indices:

@@ -115,3 +115,26 @@ def test_sampler_attribute_preserved():
     loader, sampler = _loader(0)
     assert loader.sampler is sampler and loader.batch_sampler.sampler is sampler
     assert len(loader) == 4
+
+
+def test_second_loader_over_a_patched_dataset_draws_anew_each_batch():
+    """A plain DataLoader (no keyed indices) over the same dataset advances the streams.
+
+    Before the fix, the main-process RNG states were restored after every batch even
+    when nothing was seeded, so all 4 batches got the same draws.
+    """
+    seeded, _ = _loader(0)
+    plain = DataLoader(seeded.dataset, batch_size=3, shuffle=False, num_workers=0,
+                       collate_fn=_collate)
+    set_random = (random.seed, np.random.seed, torch.manual_seed)
+    for fn in set_random:
+        fn(0)
+    draws = [tuple(item[1:] for item in batch) for batch in plain]
+    assert len(draws) == 4
+    assert len(set(d[0] for d in draws)) == 4  # first sample of each batch: new draws
+    # ... and exactly what the same loader gives over an unpatched dataset.
+    for fn in set_random:
+        fn(0)
+    unpatched = DataLoader(RandomAugDataset(), batch_size=3, shuffle=False, num_workers=0,
+                           collate_fn=_collate)
+    assert draws == [tuple(item[1:] for item in batch) for batch in unpatched]
