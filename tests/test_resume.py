@@ -163,6 +163,9 @@ def test_stateful_hooks_correct_after_resume(runs, tmp_path):
     work_dir, out = _resume(runs, tmp_path, 'retinanet', checkpoint(base, 'iter_20.pth'),
                             extra=STATEFUL_HOOKS)
     assert 'Switch pipeline now!' in out  # switched again in the resumed epoch 3
-    final = safe_load(checkpoint(work_dir))
-    assert 'ema_state_dict' in final  # EMAHook's state travelled with the checkpoint
+    final, original = safe_load(checkpoint(work_dir)), safe_load(checkpoint(base))
+    # EMAHook's averaged weights travelled with the checkpoint and ended equal.
+    assert final['ema_state_dict'].keys() == original['ema_state_dict'].keys()
+    assert all(torch.equal(final['ema_state_dict'][k], original['ema_state_dict'][k])
+               for k in original['ema_state_dict'])
     assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))

@@ -59,6 +59,8 @@ def _runner(tmp_path, dataset, **cfg):
 
 def test_record_has_every_section(tmp_path, monkeypatch):
     monkeypatch.setenv('CUBLAS_WORKSPACE_CONFIG', ':4096:8')
+    monkeypatch.setenv('PYTHONHASHSEED', '3')
+    monkeypatch.delenv('NCCL_ALGO', raising=False)
     runner = _runner(tmp_path, _data(tmp_path / 'data'))
     record = collect_run_record(runner)
     assert record['seed'] == 3 and record['randomness']['deterministic'] is True
@@ -68,12 +70,15 @@ def test_record_has_every_section(tmp_path, monkeypatch):
     assert record['versions']['torch'].startswith(torch.__version__.split('+')[0])
     assert set(record['devices']) >= {'cpu', 'cuda', 'host', 'torch_threads'}
     assert record['env']['CUBLAS_WORKSPACE_CONFIG'] == ':4096:8'
-    assert 'PYTHONHASHSEED' in record['env']
+    assert record['env']['PYTHONHASHSEED'] == '3'
+    assert record['env']['NCCL_ALGO'] is None  # listed, and unset here
     assert len(record['config_sha256']) == 64
     assert record['config']['optim_wrapper.optimizer.lr'] == '0.01'
     assert record['data']['num_samples'] == 2
     assert len(record['code']['mmrepro_sha256']) == 64
-    assert 'matmul_allow_tf32' in record['torch_flags']
+    assert record['torch_flags']['matmul_allow_tf32'] is torch.backends.cuda.matmul.allow_tf32
+    assert record['torch_flags']['deterministic_algorithms'] is \
+        torch.are_deterministic_algorithms_enabled()
     path = write_run_record(runner, record)
     assert load_run_record(path)[0] == json.loads(json.dumps(record, default=str))
 
