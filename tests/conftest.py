@@ -1,10 +1,17 @@
 """Session-wide fixtures: the generated dataset and a cache of training runs."""
 from __future__ import annotations
 
+import os
 import os.path as osp
 from typing import Dict, Tuple
 
 import pytest
+import torch
+
+# Without a GPU, Triton kernels run on CPU tensors through Triton's interpreter. Read
+# when a kernel is first defined (mmrepro defines them on first use), so set it here.
+if not torch.cuda.is_available():
+    os.environ.setdefault('TRITON_INTERPRET', '1')
 from repro_utils import checkpoint, run_train, state_digest, write_config
 
 
@@ -42,3 +49,14 @@ class RunCache:
 def runs(tmp_path_factory, data_root) -> RunCache:
     """The session's shared training runs."""
     return RunCache(str(tmp_path_factory.mktemp('runs')), data_root)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the ``cuda`` tier where no GPU is visible, saying why."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason='needs a CUDA device (torch.cuda.is_available() is '
+                            'False); run `bash tools/test_cuda.sh` on a GPU machine')
+    for item in items:
+        if 'cuda' in item.keywords:
+            item.add_marker(skip)

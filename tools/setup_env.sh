@@ -50,6 +50,10 @@ have mmdet 3.3.0 || { echo "[setup] installing $(pin mmdet)"; \
   "${pip[@]}" install -c "$constraints" "$(pin mmdet)"; }
 "$venv/bin/python" -c "import pytest, ruff" 2>/dev/null || \
   "${pip[@]}" install -c "$constraints" pytest ruff
+# Triton: the CUDA RoIAlign backward's kernels, run by the tests on CPU through its
+# interpreter (CUDA builds of torch ship it; the CPU wheel does not pull it in).
+have triton 3.7.1 || { echo "[setup] installing $(pin triton)"; \
+  "${pip[@]}" install --no-deps "$(pin triton)"; }
 
 # 5. mmrepro itself, editable.
 # (checked through the installed metadata: importing from the repo root would hide it)

@@ -1,9 +1,22 @@
-"""A pure-PyTorch, deterministic drop-in for :class:`mmcv.ops.RoIAlign`.
+"""A deterministic drop-in for :class:`mmcv.ops.RoIAlign`.
+
+This module's docstring is the op's specification, so the module is kept whole and
+is the one module of mmrepro over ~400 lines.
 
 mmcv's CUDA RoIAlign backward scatters every sampling point's gradient into the feature
 map with ``atomicAdd``, so the order of the floating-point additions (and hence the
 gradient bits) changes from run to run. :class:`DeterministicRoIAlign` computes the
-same function with ordinary tensor ops:
+same function without unordered accumulation, on two paths:
+
+* **CUDA, ``'avg'`` mode** (MMDetection's default): mmcv's own forward (no atomics;
+  bit-identical to ``mmcv.ops.RoIAlign``) and a backward that builds, once per call,
+  the (feature pixel, output bin, weight) entries of every sampling point, sorts them
+  by pixel with a stable sort, and sums each pixel's entries in that order in a Triton
+  kernel (``roi_align_cuda.py``, ``roi_align_kernels.py``). fp16/bf16 accumulate in
+  float32.
+* **Everywhere else** (CPU; ``'max'`` mode on CUDA): pure PyTorch, below.
+
+The pure-PyTorch path:
 
 * Forward: the feature map is flattened channels-last to ``(N*H*W, C)`` and the four
   bilinear corners of every sampling point are read with :func:`torch.index_select`
@@ -23,9 +36,9 @@ same function with ordinary tensor ops:
     ``index_add_`` / ``scatter_add_``, i.e. what autograd would use for
     ``index_select`` / ``gather``, are deterministic only when that flag is set.)
 
-  A plain-autograd version (``index_select`` -> ``IndexSelectBackward``) was measured
-  first: it allocates one dense feature-map gradient per chunk and was 2.4x slower than
-  mmcv on a 4-level FPN benchmark; this one is faster than mmcv on CPU there.
+  A plain-autograd version (``index_select`` -> ``IndexSelectBackward``) was tried
+  first: it allocates one dense feature-map gradient per chunk and was slower than
+  mmcv's CPU op on the FPN benchmark (``benchmarks/results/roi_align_cpu.md``).
 
 Sampling semantics follow mmcv 2.x's CPU kernel (``mmcv/ops/csrc/pytorch/cpu/
 roi_align.cpp``) operation by operation, in the input's dtype and with the same
@@ -46,8 +59,9 @@ gradient equals it up to the order of the floating-point additions:
 
 Not reproduced: NaN features in ``'max'`` mode (``torch.max`` propagates NaN, mmcv's
 ``>`` scan skips it); mmcv's undefined behaviour for out-of-range batch indices (here an
-``IndexError``). CUDA results are not bit-identical to mmcv's CUDA kernel, which
-contracts multiply-adds differently.
+``IndexError``). The pure-PyTorch path on CUDA is not bit-identical to mmcv's CUDA
+kernel, which contracts multiply-adds differently; the CUDA ``'avg'`` path uses mmcv's
+forward itself.
 """
 from __future__ import annotations
 
@@ -57,6 +71,8 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 from torch.nn.modules.utils import _pair
+
+from .roi_align_kernels import triton_available
 
 __all__ = ['DeterministicRoIAlign', 'deterministic_roi_align']
 
@@ -276,8 +292,10 @@ class _Plan:
                  sampling_ratio: int, aligned: bool, channels: int, budget: int) -> None:
         self.rois = rois
         self.pooled = (pooled_h, pooled_w)
-        *self.geom, grid_h, grid_w, self.count = _roi_geometry(
-            rois, pooled_h, pooled_w, spatial_scale, sampling_ratio, aligned)
+        #: :func:`_roi_geometry`'s outputs, all ``(K,)``.
+        self.geometry = _roi_geometry(rois, pooled_h, pooled_w, spatial_scale,
+                                      sampling_ratio, aligned)
+        *self.geom, grid_h, grid_w, self.count = self.geometry
         all_rois = torch.arange(rois.size(0), device=rois.device)
         if rois.size(0) == 0:
             groups = []
@@ -308,6 +326,46 @@ class _Plan:
         return self.count.index_select(0, chunk).repeat_interleave(bins)[:, None]
 
 
+def _pool(input: Tensor, plan: _Plan, pool_mode: str) -> Tuple[Tensor, Optional[Tensor]]:
+    """The forward: pool every chunk of ``plan`` from ``input``, gathering its corners.
+
+    Returns:
+        ``(out, choice)``: ``(K, C, pooled_h, pooled_w)`` contiguous output, and for
+        ``'max'`` the chosen sampling point of every output element (``(K, bins, C)``,
+        -1 where none), else None.
+    """
+    n, channels, height, width = input.shape
+    pooled_h, pooled_w = plan.pooled
+    feat = input.permute(0, 2, 3, 1).reshape(n * height * width, channels)
+    bins = pooled_h * pooled_w
+    out = input.new_empty((plan.rois.size(0), bins, channels))
+    choice = (torch.empty(out.shape, dtype=torch.long, device=out.device)
+              if pool_mode == 'max' else None)
+    for gh, gw, chunk in plan.chunks:
+        if gh == 0 or gw == 0:  # empty grid: mmcv outputs 0 (avg) or its floor (max)
+            out.index_fill_(0, chunk, 0.0 if pool_mode == 'avg' else _MAX_POOL_FLOOR)
+            if choice is not None:
+                choice.index_fill_(0, chunk, -1)
+            continue
+        index, weight, _ = plan.corners(gh, gw, chunk, height, width)
+        values = feat.index_select(0, index.reshape(-1)).view(*index.shape, channels)
+        val = _weighted_sum(values, weight[..., None])  # (G, k*bins, C)
+        if pool_mode == 'avg':
+            res = torch.zeros_like(val[0])
+            for point in val.unbind(0):  # onto 0, in mmcv's (iy, ix) order
+                res += point
+            res /= plan.bin_count(chunk)
+        else:
+            # torch documents max(dim) to return the first maximal index, as mmcv's
+            # strict '>' scan; that scan starts at -10000 (no point chosen below it).
+            res, best = val.max(0)
+            best.masked_fill_(res <= _MAX_POOL_FLOOR, -1)
+            res.clamp_min_(_MAX_POOL_FLOOR)
+            choice.index_copy_(0, chunk, best.view(chunk.numel(), bins, channels))
+        out.index_copy_(0, chunk, res.view(chunk.numel(), bins, channels))
+    return out.view(-1, pooled_h, pooled_w, channels).permute(0, 3, 1, 2).contiguous(), choice
+
+
 class _RoIAlignFunction(torch.autograd.Function):
     """Chunked forward; backward re-derives the sampling and scatters deterministically.
 
@@ -320,40 +378,13 @@ class _RoIAlignFunction(torch.autograd.Function):
     def forward(ctx, input: Tensor, rois: Tensor, pooled_h: int, pooled_w: int,
                 spatial_scale: float, sampling_ratio: int, pool_mode: str, aligned: bool,
                 budget: int) -> Tensor:
-        n, channels, height, width = input.shape
         plan = _Plan(rois, pooled_h, pooled_w, spatial_scale, sampling_ratio, aligned,
-                     channels, budget)
-        feat = input.permute(0, 2, 3, 1).reshape(n * height * width, channels)
-        bins = pooled_h * pooled_w
-        out = input.new_empty((rois.size(0), bins, channels))
-        choice = (torch.empty(out.shape, dtype=torch.long, device=out.device)
-                  if pool_mode == 'max' else None)
-        for gh, gw, chunk in plan.chunks:
-            if gh == 0 or gw == 0:  # empty grid: mmcv outputs 0 (avg) or its floor (max)
-                out.index_fill_(0, chunk, 0.0 if pool_mode == 'avg' else _MAX_POOL_FLOOR)
-                if choice is not None:
-                    choice.index_fill_(0, chunk, -1)
-                continue
-            index, weight, _ = plan.corners(gh, gw, chunk, height, width)
-            values = feat.index_select(0, index.reshape(-1)).view(*index.shape, channels)
-            val = _weighted_sum(values, weight[..., None])  # (G, k*bins, C)
-            if pool_mode == 'avg':
-                res = torch.zeros_like(val[0])
-                for point in val.unbind(0):  # onto 0, in mmcv's (iy, ix) order
-                    res += point
-                res /= plan.bin_count(chunk)
-            else:
-                # torch documents max(dim) to return the first maximal index, as mmcv's
-                # strict '>' scan; that scan starts at -10000 (no point chosen below it).
-                res, best = val.max(0)
-                best.masked_fill_(res <= _MAX_POOL_FLOOR, -1)
-                res.clamp_min_(_MAX_POOL_FLOOR)
-                choice.index_copy_(0, chunk, best.view(chunk.numel(), bins, channels))
-            out.index_copy_(0, chunk, res.view(chunk.numel(), bins, channels))
+                     input.size(1), budget)
+        out, choice = _pool(input, plan, pool_mode)
         ctx.plan, ctx.pool_mode = plan, pool_mode
         ctx.input_shape = input.shape
         ctx.save_for_backward(rois, choice)  # rois: guards against in-place edits
-        return out.view(-1, pooled_h, pooled_w, channels).permute(0, 3, 1, 2).contiguous()
+        return out
 
     @staticmethod
     @once_differentiable
@@ -423,6 +454,11 @@ def deterministic_roi_align(input: Tensor, rois: Tensor,
     if max_chunk_elements is None:
         max_chunk_elements = DEFAULT_MAX_CHUNK_ELEMENTS[
             'cpu' if input.device.type == 'cpu' else 'other']
+    if input.device.type == 'cuda' and pool_mode == 'avg' and triton_available():
+        from .roi_align_cuda import TritonRoIAlignFunction
+        return TritonRoIAlignFunction.apply(
+            input, rois.detach().to(input.dtype), pooled_h, pooled_w, spatial_scale,
+            sampling_ratio, aligned, max_chunk_elements)
     return _RoIAlignFunction.apply(input, rois.detach().to(input.dtype), pooled_h, pooled_w,
                                    spatial_scale, sampling_ratio, pool_mode, aligned,
                                    max_chunk_elements)

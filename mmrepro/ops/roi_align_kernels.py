@@ -1,0 +1,252 @@
+"""Triton kernels of RoIAlign's backward without atomics: entries, then a CSR sum.
+
+The input gradient of RoIAlign (``avg`` mode) is a scatter: every sampling point of
+every output bin adds ``grad_output[bin, c] * w / count`` to four feature pixels. mmcv
+does that with ``atomicAdd``, whose order (and so the float result) changes from run
+to run. Here the same sum is a gather, in an order fixed by construction:
+
+1. :func:`build_entries` writes, for every sampling point, its four corners as entries
+   ``(feature pixel, output row, weight / count)``; points outside the map get the
+   key ``num_pixels`` (sorted last, never read). The index work does not depend on the
+   channel, so it is done once per call.
+2. The caller sorts the entries by pixel with a stable sort and takes CSR row offsets
+   (:func:`csr_rows`); entries of one pixel then keep their (RoI, bin, point, corner)
+   order.
+3. :func:`csr_sum` runs one program per (pixel block, channel block) that adds each
+   pixel's entries in that order, in float32 (float64 for float64 inputs).
+
+No atomics, so the result is the same bits on every run. Both kernels run on CUDA, and
+on CPU tensors under ``TRITON_INTERPRET=1`` (how the tests run them). Triton is
+imported on first use, so that the variable is read then.
+"""
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+from typing import Tuple
+
+import torch
+from torch import Tensor
+
+#: Pixels per program of the sum kernel (a static loop inside the program).
+PIXELS_PER_PROGRAM = 4
+#: Sampling points per program of the entries kernel.
+POINTS_PER_PROGRAM = 256
+
+
+def triton_available() -> bool:
+    """Whether Triton can be imported (it ships with CUDA builds of PyTorch)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@functools.cache
+def _kernels() -> SimpleNamespace:
+    """Define the kernels (Triton imported here, on first use)."""
+    import triton
+    import triton.language as tl
+
+    # Sizes that change every call are not specialised on (no recompilation per shape).
+    @triton.jit(do_not_specialize=['total', 'height', 'width'])
+    def entries_kernel(point_roi, roi_first, batch, start_h, start_w, bin_h, bin_w,
+                       grid_h, grid_w, scale, keys, rows, weights, total, height, width,
+                       pooled_h, pooled_w, BLOCK: tl.constexpr):
+        e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        live = e < total
+        r = tl.load(point_roi + e, mask=live, other=0)
+        local = e - tl.load(roi_first + r, mask=live, other=0)
+        gh = tl.load(grid_h + r, mask=live, other=1)
+        gw = tl.load(grid_w + r, mask=live, other=1)
+        points = gh * gw
+        b = local // points
+        rest = local - b * points
+        iy = rest // gw
+        ix = rest - iy * gw
+        ph = b // pooled_w
+        pw = b - ph * pooled_w
+        sh = tl.load(start_h + r, mask=live, other=0)
+        sw = tl.load(start_w + r, mask=live, other=0)
+        bh = tl.load(bin_h + r, mask=live, other=0)
+        bw = tl.load(bin_w + r, mask=live, other=0)
+        # roi_start + p * bin_size + (i + .5f) * bin_size / grid, left to right as mmcv.
+        y = (sh + ph.to(sh.dtype) * bh) + ((iy.to(sh.dtype) + 0.5) * bh) / gh.to(sh.dtype)
+        x = (sw + pw.to(sw.dtype) * bw) + ((ix.to(sw.dtype) + 0.5) * bw) / gw.to(sw.dtype)
+        inside = (y >= -1.0) & (y <= height) & (x >= -1.0) & (x <= width) & live
+        y = tl.maximum(y, 0.0)
+        x = tl.maximum(x, 0.0)
+        y_low = y.to(tl.int32)
+        x_low = x.to(tl.int32)
+        y_edge = y_low >= height - 1
+        x_edge = x_low >= width - 1
+        y_low = tl.where(y_edge, height - 1, y_low)
+        x_low = tl.where(x_edge, width - 1, x_low)
+        y_high = tl.where(y_edge, y_low, y_low + 1)
+        x_high = tl.where(x_edge, x_low, x_low + 1)
+        y = tl.where(y_edge, y_low.to(y.dtype), y)
+        x = tl.where(x_edge, x_low.to(x.dtype), x)
+        ly = y - y_low.to(y.dtype)
+        lx = x - x_low.to(x.dtype)
+        hy = 1.0 - ly
+        hx = 1.0 - lx
+        s = tl.load(scale + r, mask=live, other=0)  # 1 / count
+        base = tl.load(batch + r, mask=live, other=0) * (height * width)
+        row = r * (pooled_h * pooled_w) + b
+        out = e * 4
+        for corner in tl.static_range(4):
+            yy = y_low if corner < 2 else y_high
+            xx = x_low if corner % 2 == 0 else x_high
+            wy = hy if corner < 2 else ly
+            wx = hx if corner % 2 == 0 else lx
+            # mmcv: a point outside [-1, size] has no corners and weight 0.
+            tl.store(keys + out + corner, tl.where(inside, base + yy * width + xx, -1),
+                     mask=live)
+            tl.store(rows + out + corner, row, mask=live)
+            tl.store(weights + out + corner, tl.where(inside, (wy * wx) * s, 0.0), mask=live)
+
+    @triton.jit(do_not_specialize=['num_pixels'])
+    def csr_sum_kernel(grad_rows, row_ptr, entry_row, entry_weight, out, num_pixels,
+                       channels, PIXELS: tl.constexpr, BLOCK_C: tl.constexpr,
+                       ACC: tl.constexpr):
+        c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+        c_live = c < channels
+        for i in tl.static_range(PIXELS):
+            p = tl.program_id(0) * PIXELS + i
+            if p < num_pixels:
+                begin = tl.load(row_ptr + p)
+                end = tl.load(row_ptr + p + 1)
+                acc = tl.zeros([BLOCK_C], dtype=ACC)
+                for j in range(begin, end):
+                    row = tl.load(entry_row + j).to(tl.int64)
+                    w = tl.load(entry_weight + j)
+                    g = tl.load(grad_rows + row * channels + c, mask=c_live, other=0.0)
+                    acc += g.to(ACC) * w
+                tl.store(out + p.to(tl.int64) * channels + c,
+                         acc.to(out.dtype.element_ty), mask=c_live)
+
+    return SimpleNamespace(triton=triton, tl=tl, entries=entries_kernel, csr_sum=csr_sum_kernel)
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Accumulation (and coordinate) dtype: float64 for float64 inputs, else float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def build_entries(geometry: Tuple[Tensor, ...], batch: Tensor, pooled: Tuple[int, int],
+                  height: int, width: int, dtype: torch.dtype) -> Tuple[Tensor, ...]:
+    """The (pixel key, output row, weight / count) entries of every sampling point.
+
+    Args:
+        geometry: ``(start_h, start_w, bin_h, bin_w, grid_h, grid_w, count)`` per RoI,
+            as :func:`mmrepro.ops.roi_align._roi_geometry` returns them.
+        batch: ``(K,)`` int batch index of every RoI.
+        pooled: ``(pooled_h, pooled_w)``.
+        height: Feature map height.
+        width: Feature map width.
+        dtype: The input's dtype (decides the compute dtype).
+
+    Returns:
+        ``(keys, rows, weights)``, each ``(4 * points,)`` in (RoI, bin, iy, ix, corner)
+        order: the flat feature pixel ``b*H*W + y*W + x`` (int32; -1 for a point outside
+        the map), the row of ``grad_output`` viewed as ``(K*pooled_h*pooled_w, C)``
+        (int32), and the bilinear weight divided by the bin's point count.
+    """
+    start_h, start_w, bin_h, bin_w, grid_h, grid_w, count = geometry
+    device, k = batch.device, batch.numel()
+    per_roi = grid_h * grid_w * (pooled[0] * pooled[1])
+    ends = torch.cumsum(per_roi, 0)
+    total = int(ends[-1]) if k else 0  # the one host synchronisation of the backward
+    cdt = compute_dtype(dtype)
+    empty = torch.empty(0, dtype=torch.int32, device=device)
+    if total == 0:
+        return empty, empty, torch.empty(0, dtype=cdt, device=device)
+    if 4 * total >= 2**31 or batch.numel() * pooled[0] * pooled[1] >= 2**31:
+        raise ValueError(f'DeterministicRoIAlign: {4 * total} gradient entries exceed the '
+                         'int32 range of the CUDA backward; split the RoIs into batches.')
+    point_roi = torch.repeat_interleave(torch.arange(k, device=device, dtype=torch.int32),
+                                        per_roi, output_size=total)
+    first = (ends - per_roi).to(torch.int32)
+    keys = torch.empty(4 * total, dtype=torch.int32, device=device)
+    rows = torch.empty_like(keys)
+    weights = torch.empty(4 * total, dtype=cdt, device=device)
+    as_c = [t.to(cdt).contiguous() for t in (start_h, start_w, bin_h, bin_w)]
+    scale = (1.0 / count.to(cdt)).contiguous()
+    kernels = _kernels()
+    grid = (kernels.triton.cdiv(total, POINTS_PER_PROGRAM),)
+    kernels.entries[grid](point_roi, first, batch.to(torch.int32).contiguous(), *as_c,
+                          grid_h.to(torch.int32).contiguous(),
+                          grid_w.to(torch.int32).contiguous(), scale, keys, rows, weights,
+                          total, height, width, pooled[0], pooled[1],
+                          BLOCK=POINTS_PER_PROGRAM)
+    return keys, rows, weights
+
+
+def csr_rows(keys: Tensor, num_pixels: int) -> Tuple[Tensor, Tensor]:
+    """Stable order of the entries by pixel, and the CSR offsets of every pixel.
+
+    Entries with key -1 (outside the map) sort first and lie before ``row_ptr[0]``.
+
+    Returns:
+        ``(order, row_ptr)``: ``order`` (int64) permutes the entries so that pixels
+        ascend and entries of one pixel keep their order; ``row_ptr`` (``num_pixels +
+        1``, int64) bounds each pixel's entries in that order.
+    """
+    sorted_keys, order = torch.sort(keys, stable=True)
+    pixels = torch.arange(num_pixels + 1, dtype=keys.dtype, device=keys.device)
+    return order, torch.searchsorted(sorted_keys, pixels)
+
+
+def csr_sum(grad_rows: Tensor, row_ptr: Tensor, rows: Tensor, weights: Tensor,
+            num_pixels: int, out_dtype: torch.dtype) -> Tensor:
+    """``out[p, c] = sum of weights[j] * grad_rows[rows[j], c]`` over pixel ``p``'s entries.
+
+    Args:
+        grad_rows: ``(K*pooled_h*pooled_w, C)`` contiguous output gradient.
+        row_ptr: CSR offsets from :func:`csr_rows`.
+        rows: Entry rows, already in CSR order.
+        weights: Entry weights, already in CSR order.
+        num_pixels: ``N*H*W``.
+        out_dtype: dtype of the result.
+
+    Returns:
+        ``(num_pixels, C)`` gradient of the feature map, channels last.
+    """
+    channels = grad_rows.size(1)
+    out = torch.empty((num_pixels, channels), dtype=out_dtype, device=grad_rows.device)
+    if num_pixels == 0 or channels == 0:
+        return out
+    kernels = _kernels()
+    block_c = min(256, kernels.triton.next_power_of_2(channels))
+    acc = kernels.tl.float64 if weights.dtype == torch.float64 else kernels.tl.float32
+    grid = (kernels.triton.cdiv(num_pixels, PIXELS_PER_PROGRAM),
+            kernels.triton.cdiv(channels, block_c))
+    kernels.csr_sum[grid](grad_rows, row_ptr, rows, weights, out, num_pixels, channels,
+                          PIXELS=PIXELS_PER_PROGRAM, BLOCK_C=block_c, ACC=acc)
+    return out
+
+
+def roi_align_backward(grad_output: Tensor, geometry: Tuple[Tensor, ...], batch: Tensor,
+                       input_shape: torch.Size) -> Tensor:
+    """Input gradient of RoIAlign (``avg`` mode), without atomics.
+
+    Args:
+        grad_output: ``(K, C, pooled_h, pooled_w)`` upstream gradient.
+        geometry: Per-RoI geometry (see :func:`build_entries`).
+        batch: ``(K,)`` batch index of every RoI.
+        input_shape: ``(N, C, H, W)`` of the feature map.
+
+    Returns:
+        ``(N, C, H, W)`` contiguous gradient in ``grad_output``'s dtype.
+    """
+    n, channels, height, width = input_shape
+    pooled = (grad_output.size(2), grad_output.size(3))
+    num_pixels = n * height * width
+    keys, rows, weights = build_entries(geometry, batch, pooled, height, width,
+                                        grad_output.dtype)
+    order, row_ptr = csr_rows(keys, num_pixels)
+    grad_rows = grad_output.permute(0, 2, 3, 1).reshape(-1, channels).contiguous()
+    grad = csr_sum(grad_rows, row_ptr, rows[order], weights[order], num_pixels,
+                   grad_output.dtype)
+    return grad.view(n, height, width, channels).permute(0, 3, 1, 2).contiguous()
