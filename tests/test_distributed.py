@@ -29,8 +29,10 @@ def _port() -> int:
 
 
 def _env():
+    # CPU ranks (gloo) on every machine: two ranks cannot share one GPU under NCCL. The
+    # NCCL launch is covered by the cuda tier (tests/test_cuda/).
     return {**os.environ, 'PORT': str(_port()), 'OMP_NUM_THREADS': '1',
-            'PYTHONPATH': osp.join(REPO, 'tests')}
+            'PYTHONPATH': osp.join(REPO, 'tests'), 'CUDA_VISIBLE_DEVICES': ''}
 
 
 def _cmd(config, work_dir, *args):
