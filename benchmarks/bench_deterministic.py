@@ -10,7 +10,11 @@ every step would measure the switch, not the mode). The table reports the median
 iteration time inside blocks, the ratio, and the median first iteration after a switch.
 
     python benchmarks/bench_deterministic.py [--depth 18|50] [--block 4] [--rounds 3]
-        [--device cpu|cuda]
+        [--device cpu|cuda] [--scale 1333 800] [--models "Faster R-CNN" "Mask R-CNN"]
+
+``--scale W H`` trains at that scale (the demo images are resized up to it, boxes and
+masks with them); the GPU target (issue 12) is measured with ``--device cuda --depth 50
+--scale 1333 800 --models "Faster R-CNN" "Mask R-CNN"`` (``tools/bench_gpu.sh``).
 """
 from __future__ import annotations
 
@@ -26,10 +30,19 @@ REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 CONFIGS = {'RetinaNet': 'retinanet_r18_fpn_3e_tinycoco.py',
-           'Faster R-CNN': 'faster-rcnn_r18_fpn_3e_tinycoco.py'}
+           'Faster R-CNN': 'faster-rcnn_r18_fpn_3e_tinycoco.py',
+           'Mask R-CNN': 'mask-rcnn_r18_fpn_3e_tinycoco.py'}
 
 
-def build(name: str, depth: int, device: str, data: str):
+def scaled_pipeline(name: str, scale) -> list:
+    """The training pipeline at a fixed ``(w, h)`` scale (masks loaded for Mask R-CNN)."""
+    return [dict(type='LoadImageFromFile'),
+            dict(type='LoadAnnotations', with_bbox=True, with_mask='Mask' in name),
+            dict(type='Resize', scale=tuple(scale), keep_ratio=True),
+            dict(type='RandomFlip', prob=0.5), dict(type='PackDetInputs')]
+
+
+def build(name: str, depth: int, device: str, data: str, scale=None):
     import torch
     from mmdet.registry import MODELS
     from mmengine.config import Config
@@ -48,6 +61,8 @@ def build(name: str, depth: int, device: str, data: str):
     model.init_weights()  # as the Runner does
     model = model.to(device)
     cfg.train_dataloader.dataset.data_root = data
+    if scale:
+        cfg.train_dataloader.dataset.pipeline = scaled_pipeline(name, scale)
     cfg.train_dataloader.num_workers = 0
     cfg.train_dataloader.persistent_workers = False
     loader = Runner.build_dataloader(cfg.train_dataloader, seed=0)
@@ -63,6 +78,10 @@ def main() -> None:
     parser.add_argument('--rounds', type=int, default=3)
     parser.add_argument('--device', default='cpu')
     parser.add_argument('--data', default='data/demo')
+    parser.add_argument('--scale', type=int, nargs=2, metavar=('W', 'H'), default=None,
+                        help='train at this scale (default: the demo pipeline)')
+    parser.add_argument('--models', nargs='+', choices=list(CONFIGS),
+                        default=['RetinaNet', 'Faster R-CNN'])
     args = parser.parse_args()
     import torch
 
@@ -70,14 +89,17 @@ def main() -> None:
     from mmrepro.op_audit import audit_model
     data = make_tiny_coco(args.data)['root'].rstrip('/') + '/'
     sync = torch.cuda.synchronize if args.device == 'cuda' else (lambda: None)
+    where = f'resized to {args.scale[0]}x{args.scale[1]}' if args.scale else 'demo pipeline'
+    device = (torch.cuda.get_device_name() if args.device == 'cuda' else 'CPU')
     print(f'train-step time, deterministic off vs on, ResNet-{args.depth} FPN, '
-          f'device={args.device}, batch 2 of the demo pipeline, {args.rounds} rounds of '
-          f'{args.block}-iteration blocks per mode')
+          f'{device}, torch {torch.__version__}, CUDA {torch.version.cuda}, batch 2 '
+          f'({where}), {args.rounds} rounds of {args.block}-iteration blocks per mode')
     print('| detector | off: s/iter | on: s/iter | on/off throughput | '
           'first iter after switch, off / on (s) |')
     print('|---|---|---|---|---|')
-    for name in CONFIGS:
-        model_off, batches, make_optim = build(name, args.depth, args.device, data)
+    for name in args.models:
+        model_off, batches, make_optim = build(name, args.depth, args.device, data,
+                                               args.scale)
         model_on = copy.deepcopy(model_off)
         audit_model(model_on, deterministic=True, replace=True)
         optims = {False: make_optim(model_off), True: make_optim(model_on)}

@@ -99,8 +99,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from mmcv.ops import RoIAlign
 
+    where = (f'{torch.cuda.get_device_name()}, CUDA {torch.version.cuda}'
+             if args.device == 'cuda' else platform.processor() or platform.machine())
     print(f'torch {torch.__version__}, device {args.device}, threads {args.threads}, '
-          f'{platform.processor() or platform.machine()}, median of {args.reps} reps')
+          f'{where}, median of {args.reps} reps')
     print('| case | mmcv.ops.RoIAlign (ms) | DeterministicRoIAlign (ms) | ratio | '
           'fwd bit-identical |')
     print('|---|---:|---:|---:|:---:|')

@@ -10,6 +10,7 @@ CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', '*.py')))
 EXPECTED = {
     'retinanet_r18_fpn_3e_tinycoco.py': ('RetinaNet', 18, 3),
     'faster-rcnn_r18_fpn_3e_tinycoco.py': ('FasterRCNN', 18, 3),
+    'mask-rcnn_r18_fpn_3e_tinycoco.py': ('MaskRCNN', 18, 3),
     'retinanet_r50_fpn_1x_coco_repro.py': ('RetinaNet', 50, 80),
     'faster-rcnn_r50_fpn_1x_coco_repro.py': ('FasterRCNN', 50, 80),
 }

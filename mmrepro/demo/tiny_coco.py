@@ -20,8 +20,10 @@ def make_tiny_coco(root: str, num_train: int = 16, num_val: int = 8,
     """Write the dataset under ``root`` (idempotent: an identical one is kept).
 
     Layout: ``root/images/{train,val}_NNN.png`` and
-    ``root/annotations/{train,val}.json`` (COCO detection format, 1-3 boxes per
-    image). The content is a pure function of the arguments.
+    ``root/annotations/{train,val}.json`` (COCO format, 1-3 filled rectangles per
+    image, each with its box and its outline as a polygon ``segmentation``, so
+    instance-segmentation models train on it too). The content is a pure function of
+    the arguments.
 
     Args:
         root: Output directory.
@@ -35,7 +37,7 @@ def make_tiny_coco(root: str, num_train: int = 16, num_val: int = 8,
     paths = dict(root=root, train_ann=osp.join(root, 'annotations', 'train.json'),
                  val_ann=osp.join(root, 'annotations', 'val.json'))
     stamp = osp.join(root, 'annotations', 'params.json')
-    params = dict(num_train=num_train, num_val=num_val, seed=seed, version=1)
+    params = dict(num_train=num_train, num_val=num_val, seed=seed, version=2)
     if osp.exists(stamp) and _read_json(stamp) == params:
         return paths
     os.makedirs(osp.join(root, 'images'), exist_ok=True)
@@ -52,6 +54,8 @@ def make_tiny_coco(root: str, num_train: int = 16, num_val: int = 8,
             for label, (x, y, w, h) in boxes:
                 annotations.append(dict(id=len(annotations) + 1, image_id=i + 1,
                                         category_id=label + 1, bbox=[x, y, w, h],
+                                        segmentation=[[x, y, x + w, y, x + w, y + h,
+                                                       x, y + h]],
                                         area=float(w * h), iscrowd=0))
         categories = [dict(id=k + 1, name=n) for k, n in enumerate(CLASSES)]
         with open(paths[f'{split}_ann'], 'w') as f:

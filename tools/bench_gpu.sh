@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Issue 12's GPU measurements, side by side in one run each, into one results file:
+# RoIAlign forward+backward (DeterministicRoIAlign vs mmcv's CUDA op), and training
+# throughput with deterministic mode on vs off (R50-FPN, 1333x800, Faster and Mask R-CNN).
+#   bash tools/bench_gpu.sh [OUT_FILE]     (default benchmarks/results/gpu_<device>.md)
+# Python: $PYTHON, else python3. On the lent GPU machine, `source .gpu/device_setup.sh`.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+py="${PYTHON:-python3}"
+name="$("$py" -c 'import torch; print(torch.cuda.get_device_name().split()[1].lower())')"
+out="${1:-benchmarks/results/gpu_${name}.md}"
+{
+  echo "# GPU measurements ($(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+  echo
+  echo '```'
+  echo "\$ $py benchmarks/bench_roi_align.py --device cuda --reps 21"
+  "$py" benchmarks/bench_roi_align.py --device cuda --reps 21
+  echo
+  echo "\$ $py benchmarks/bench_deterministic.py --device cuda --depth 50 --scale 1333 800" \
+       "--models 'Faster R-CNN' 'Mask R-CNN' --rounds 5 --block 6"
+  "$py" benchmarks/bench_deterministic.py --device cuda --depth 50 --scale 1333 800 \
+        --models 'Faster R-CNN' 'Mask R-CNN' --rounds 5 --block 6
+  echo '```'
+} 2>&1 | tee "$out"
+echo "[bench_gpu] written to $out"
