@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from mmrepro import trace as T
+from mmrepro.trace import batching, digests
 
 MASK = (1 << 64) - 1
 
@@ -23,20 +24,20 @@ def _reference(tensor: torch.Tensor) -> int:
     padded[:data.size] = data
     words = padded.view('<u8')
     with np.errstate(over='ignore'):
-        return int(np.sum(words * T.multipliers(0, words.size), dtype=np.uint64))
+        return int(np.sum(words * digests.multipliers(0, words.size), dtype=np.uint64))
 
 
 def test_multipliers_are_odd_and_differ_by_position():
-    mult = T.multipliers(0, 3 * 65536 + 5)
+    mult = digests.multipliers(0, 3 * 65536 + 5)
     assert np.all(mult & np.uint64(1) == 1)
     assert len(np.unique(mult)) == mult.size
-    assert np.array_equal(T.multipliers(65530, 10), mult[65530:65540])
+    assert np.array_equal(digests.multipliers(65530, 10), mult[65530:65540])
 
 
 @pytest.mark.parametrize('numel', [1, 7, 1000, 2 * 65536 * 2 + 3, 2 * 65536 * 9 + 2])
 def test_digest_matches_its_definition(numel):
     tensor = torch.randn(numel, generator=torch.Generator().manual_seed(numel))
-    meta = T._meta('', tensor)
+    meta = digests._meta('', tensor)
     assert (T.tensor_digest(tensor) - meta) & MASK == _reference(tensor)
 
 
@@ -58,9 +59,9 @@ def test_every_single_bit_flip_changes_the_digest(dtype):
 
 
 def test_bit_flip_detected_in_every_chunk_of_a_large_tensor():
-    row = T._CHUNK * 2  # float32 elements per row of 64-bit words
+    row = digests._CHUNK * 2  # float32 elements per row of 64-bit words
     tensor = torch.randn(row * 40 + 5)  # past the one-dot head: 40 rows and a tail
-    assert tensor.numel() // 2 > T._HEAD
+    assert tensor.numel() // 2 > digests._HEAD
     reference = _hex(tensor)
     for index in (0, row - 1, row, row * 7 + 17, row * 39 + 1, tensor.numel() - 1):
         flipped = tensor.clone()
@@ -109,39 +110,40 @@ def test_digest_does_not_depend_on_thread_count():
 def test_batched_digests_equal_one_by_one():
     """Every path of the batched digest (small, whole rows, others) gives the same bits."""
     gen = torch.Generator().manual_seed(3)
-    big = torch.randn(T._CHUNK * 2 * 20, generator=gen)  # whole 256-word rows
+    big = torch.randn(digests._CHUNK * 2 * 20, generator=gen)  # whole 256-word rows
     tensors = [
         torch.randn(64, generator=gen),  # small, whole words
         torch.randn(27, generator=gen),  # small, a half word at the end
         torch.tensor(5),  # 0-d int64
         big.reshape(40, -1),  # rows
-        torch.randn(T._CHUNK * 2 * 9 + 6, generator=gen),  # big with a partial row
+        torch.randn(digests._CHUNK * 2 * 9 + 6, generator=gen),  # big with a partial row
         big.reshape(40, -1).t(),  # not contiguous
         torch.randn(4096, generator=gen).half(),  # small at the size limit
-        torch.randn(T._HEAD * 2 + 2, generator=gen),  # just past the head
+        torch.randn(digests._HEAD * 2 + 2, generator=gen),  # just past the head
         torch.zeros(0),
         torch.rand(300, generator=gen) > 0.5,  # bool
-        big[2:T._CHUNK * 2 + 2],  # offset by 8 bytes: aligned, in place
-        big[1:T._CHUNK * 2 + 1],  # offset by 4 bytes: copied
+        big[2:digests._CHUNK * 2 + 2],  # offset by 8 bytes: aligned, in place
+        big[1:digests._CHUNK * 2 + 1],  # offset by 4 bytes: copied
     ]
-    expected = [int(T._bits_digest(t)) for t in tensors]
-    assert T._bits_digests(tensors).tolist() == expected
-    assert T._bits_digests(tensors[::-1]).tolist() == expected[::-1]
-    assert T._bits_digests([tensors[3]] * 3).tolist() == [expected[3]] * 3
-    assert T._bits_digests([]).tolist() == []
+    expected = [int(digests._bits_digest(t)) for t in tensors]
+    assert digests._bits_digests(tensors).tolist() == expected
+    assert digests._bits_digests(tensors[::-1]).tolist() == expected[::-1]
+    assert digests._bits_digests([tensors[3]] * 3).tolist() == [expected[3]] * 3
+    assert digests._bits_digests([]).tolist() == []
 
 
 def test_nested_outputs():
     a, b = torch.randn(4), torch.randn(2, 3)
-    base = T.to_hex(T.digest((a, [b, {'x': a}])))
-    assert T.to_hex(T.digest((a.clone(), [b.clone(), {'x': a.clone()}]))) == base
+    base = T.to_hex(batching.digest((a, [b, {'x': a}])))
+    assert T.to_hex(batching.digest((a.clone(), [b.clone(), {'x': a.clone()}]))) == base
     changed = b.clone()
     changed[1, 2] = changed[1, 2].nextafter(torch.tensor(10.))
-    assert T.to_hex(T.digest((a, [changed, {'x': a}]))) != base
-    assert T.to_hex(T.digest((a, [b, {'y': a}]))) != base  # keys count
-    assert T.to_hex(T.digest([b, a])) != T.to_hex(T.digest([a, b]))  # order counts
-    assert T.to_hex(T.digest({'p': a, 'q': b})) == T.to_hex(T.digest({'q': b, 'p': a}))
-    assert T.digest(None) is None and T.digest(['text', 3]) is None
+    assert T.to_hex(batching.digest((a, [changed, {'x': a}]))) != base
+    assert T.to_hex(batching.digest((a, [b, {'y': a}]))) != base  # keys count
+    assert T.to_hex(batching.digest([b, a])) != T.to_hex(batching.digest([a, b]))  # order counts
+    assert T.to_hex(batching.digest({'p': a, 'q': b})) == \
+        T.to_hex(batching.digest({'q': b, 'p': a}))
+    assert batching.digest(None) is None and batching.digest(['text', 3]) is None
 
 
 def test_data_elements_digest_numbers_not_paths():
@@ -153,10 +155,10 @@ def test_data_elements_digest_numbers_not_paths():
         data.gt_instances = InstanceData(bboxes=torch.tensor([box]), labels=torch.tensor([1]))
         return data
 
-    base = T.to_hex(T.digest(sample('/a/1.png', False, [1., 2., 3., 4.])))
-    assert T.to_hex(T.digest(sample('/elsewhere/1.png', False, [1., 2., 3., 4.]))) == base
-    assert T.to_hex(T.digest(sample('/a/1.png', True, [1., 2., 3., 4.]))) != base
-    assert T.to_hex(T.digest(sample('/a/1.png', False, [1., 2., 3., 5.]))) != base
+    base = T.to_hex(batching.digest(sample('/a/1.png', False, [1., 2., 3., 4.])))
+    assert T.to_hex(batching.digest(sample('/elsewhere/1.png', False, [1., 2., 3., 4.]))) == base
+    assert T.to_hex(batching.digest(sample('/a/1.png', True, [1., 2., 3., 4.]))) != base
+    assert T.to_hex(batching.digest(sample('/a/1.png', False, [1., 2., 3., 5.]))) != base
 
 
 # ------------------------------------------------------------------------- Tracer
@@ -360,3 +362,19 @@ def test_bad_hook_arguments_are_errors(kwargs, error, message):
     from mmrepro.hooks import ReproducibilityHook
     with pytest.raises(error, match=message):
         ReproducibilityHook(**kwargs)
+
+
+def _fixed_tensors():
+    a = (torch.arange(6000, dtype=torch.float64).reshape(60, 100) * 0.37).float()
+    return dict(f32=a, f16=a[:7, :9].half(), i64=torch.arange(-50, 50, dtype=torch.int64),
+                strided=a.t()[::3], bool=a[:3, :5] > 3.0, empty=torch.zeros(0, 3))
+
+
+def test_digests_of_fixed_tensors_are_pinned():
+    """The values trace format 2 has always given (computed before trace/ was split)."""
+    pinned = dict(f32='4ccc40d398fc3bae', f16='21d6b3e9ce5ce33f', i64='ee914f30ec219dbe',
+                  strided='b14c0b637c069344', bool='ad40cda49bff957b', empty='9718f27529b79bf2')
+    tensors = _fixed_tensors()
+    assert {k: T.to_hex(T.tensor_digest(t, 'x')) for k, t in tensors.items()} == pinned
+    nested = (tensors['f32'], [tensors['i64'], {'y': tensors['f16'], 'n': 3, 'f': 0.5}])
+    assert T.to_hex(batching.digest(nested)) == 'a01b0b130dd7d728'
