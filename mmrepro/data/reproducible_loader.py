@@ -24,7 +24,8 @@ _CACHING_TRANSFORMS = ('CachedMosaic', 'CachedMixUp')
 
 
 def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: int = 1,
-                      diff_rank_seed: bool = False, sample_seeding: bool = True) -> DataLoader:
+                      diff_rank_seed: bool = False, sample_seeding: bool = True,
+                      logger: Any = 'current') -> DataLoader:
     """Rebuild ``loader`` so its randomness depends on the run's seed only.
 
     - It gets its own ``torch.Generator`` seeded from ``seed``: creating an
@@ -43,6 +44,8 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
         world_size: Number of ranks.
         diff_rank_seed: Give each rank its own augmentation stream.
         sample_seeding: Seed every sample's pipeline. Defaults to True.
+        logger: Where warnings go (the Runner's own logger; ``print_log``'s
+            ``logger``). Defaults to ``'current'``.
 
     Returns:
         DataLoader: A new loader over the same dataset, sampler and batch sampler.
@@ -53,13 +56,13 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
     if sample_seeding:
         if install_sample_seeding(loader.dataset):
             batch_sampler = SeededBatchSampler(batch_sampler, seed, rank, world_size,
-                                               diff_rank_seed)
-            _warn_caching_transforms(loader.dataset)
+                                               diff_rank_seed, logger=logger)
+            _warn_caching_transforms(loader.dataset, logger)
         else:
             print_log(
                 f'mmrepro: {type(loader.dataset).__name__} defines its own batched '
                 '`__getitems__`, so per-sample seeding is off for it: augmentation will '
-                'depend on num_workers.', logger='current', level=logging.WARNING)
+                'depend on num_workers.', logger=logger, level=logging.WARNING)
     kwargs = {name: getattr(loader, name)
               for name in inspect.signature(DataLoader.__init__).parameters
               if name not in _REPLACED and hasattr(loader, name)}
@@ -83,7 +86,7 @@ def _is_mmengine_default(fn: Any) -> bool:
     return isinstance(fn, functools.partial) and fn.func is default
 
 
-def _warn_caching_transforms(dataset: Any) -> None:
+def _warn_caching_transforms(dataset: Any, logger: Any) -> None:
     names = _transform_names(dataset)
     cached = sorted(set(names) & set(_CACHING_TRANSFORMS))
     if cached:
@@ -92,7 +95,7 @@ def _warn_caching_transforms(dataset: Any) -> None:
             'the images they mix in depend on which worker handled which sample, so '
             'results differ between num_workers settings (reruns with the same '
             'num_workers still match). Use Mosaic/MixUp with MultiImageMixDataset for '
-            'worker-independent results.', logger='current', level=logging.WARNING)
+            'worker-independent results.', logger=logger, level=logging.WARNING)
 
 
 def _transform_names(dataset: Any, depth: int = 0) -> list:

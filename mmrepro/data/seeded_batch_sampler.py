@@ -38,15 +38,18 @@ class SeededBatchSampler:
         rank: This process's rank.
         world_size: Number of ranks.
         diff_rank_seed: Mix the rank into every key (per-rank augmentation).
+        logger: Where warnings go (``print_log``'s ``logger``). Defaults to
+            ``'current'``.
     """
 
     def __init__(self, batch_sampler: Any, seed: int, rank: int = 0, world_size: int = 1,
-                 diff_rank_seed: bool = False) -> None:
+                 diff_rank_seed: bool = False, logger: Any = 'current') -> None:
         self.batch_sampler = batch_sampler
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
         self.diff_rank_seed = diff_rank_seed
+        self.logger = logger
         self._resume: Optional[Tuple[int, int]] = None
         self._isolate = needs_isolation(batch_sampler)
         #: The last position given to :meth:`resume_at` (kept after it is used).
@@ -91,7 +94,7 @@ class SeededBatchSampler:
                 print_log(
                     f'mmrepro: the data position to resume is in epoch {resume_epoch} but '
                     f'the sampler is at epoch {epoch}; not skipping any batch.',
-                    logger='current', level=logging.WARNING)
+                    logger=self.logger, level=logging.WARNING)
                 skip = 0
         rank = self.rank if self.diff_rank_seed else -1
         local = 0

@@ -12,7 +12,7 @@ from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
 from ..data.rng_state import capture_rng_state, restore_rng_state
 from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..patches.epoch_loop import OFFSET_ATTR
-from ..patches.runner_randomness import SEED_MESSAGE_ATTR, SETTINGS_ATTR
+from ..patches.runner_randomness import SETTINGS_ATTR, log_pending
 from ..resume_state import NOT_RESTORED, build_section, check_section
 from ..run_record import collect_run_record, write_run_record
 from ..seeding import get_rank, get_world_size
@@ -47,6 +47,8 @@ class ReproducibilityHook(Hook):
     moment the checkpoint is written.
     """
 
+    # MMEngine names no priority between LOW (70) and VERY_LOW (90, CheckpointHook);
+    # 85 runs after LoggerHook/ParamSchedulerHook and right before CheckpointHook.
     priority = 85
 
     def __init__(self, trace_interval: int = 0, trace_forward: bool = False) -> None:
@@ -69,9 +71,7 @@ class ReproducibilityHook(Hook):
     # ------------------------------------------------------------ run record
     def before_run(self, runner) -> None:
         """Log the seed into the run's log, write the run record (rank 0); start the trace."""
-        message = getattr(runner, SEED_MESSAGE_ATTR, None)
-        if message:
-            runner.logger.info(message)
+        log_pending(runner)  # the seed line, if the Runner has not logged it yet
         if is_main_process():  # only rank 0 writes the record and checkpoints
             self._record = collect_run_record(runner)
             path = write_run_record(runner, self._record)

@@ -1,7 +1,10 @@
 """Every change mmrepro makes to MMEngine / MMDetection, applied in one place.
 
-:func:`apply_patches` runs once, on ``import mmrepro``. What it changes (also listed
-in README, "What importing mmrepro patches"):
+:func:`apply_patches` runs once, on ``import mmrepro``. Each patch acts only for a
+Runner whose config enables mmrepro (:mod:`.scope`: ``custom_imports`` naming
+``mmrepro``, or ``ReproducibilityHook`` in ``custom_hooks``); any other Runner runs
+MMEngine's code unchanged. What they change (also listed in README, "What importing
+mmrepro patches"):
 
 1. ``Runner.set_randomness`` goes through :func:`mmrepro.seeding.set_random_seed`
    (validation, a seed that is never None, deterministic mode done fully) --
@@ -11,7 +14,8 @@ in README, "What importing mmrepro patches"):
 3. ``EpochBasedTrainLoop.run_epoch`` numbers the batches of a resumed, partly done
    epoch from where it stopped instead of 0 -- :mod:`.epoch_loop`.
 4. MMEngine's loader for local checkpoint files loads with ``weights_only=True``
-   and mmrepro's allow-list -- :mod:`.checkpoint_loader`.
+   and mmrepro's allow-list while an enabled Runner's ``load_checkpoint`` or
+   ``resume`` runs -- :mod:`.checkpoint_loader`.
 5. ``mmdet.apis.init_random_seed`` / ``set_random_seed`` exist again (MMDetection
    2.x names) -- :mod:`.mmdet_apis`.
 6. ``init_dist('pytorch')`` works without CUDA (gloo instead of NCCL, no

@@ -1,16 +1,29 @@
-"""Route MMEngine's local checkpoint loading through :func:`mmrepro.checkpoint_io.safe_load`."""
+"""Load local checkpoint files with mmrepro's rules, for Runners that enable mmrepro."""
 from __future__ import annotations
 
+from mmengine.runner import Runner
 from mmengine.runner.checkpoint import CheckpointLoader
 
 from ..checkpoint_io import safe_load
+from .scope import SAFE_LOADING, with_safe_loading
+
+_original_loader = CheckpointLoader._schemes['']
 
 
 def load_from_local(filename: str, map_location=None):
-    """MMEngine's ``''`` scheme loader, with ``weights_only=True`` and an allow-list."""
-    return safe_load(filename, map_location=map_location)
+    """MMEngine's ``''`` scheme loader; inside an enabled Runner's load, mmrepro's.
+
+    mmrepro's (:func:`mmrepro.checkpoint_io.safe_load`) loads with
+    ``weights_only=True`` and an allow-list of what MMEngine checkpoints hold, which
+    torch >= 2.6 otherwise refuses. Everywhere else MMEngine's loader runs unchanged.
+    """
+    if SAFE_LOADING.get():
+        return safe_load(filename, map_location=map_location)
+    return _original_loader(filename, map_location)
 
 
 def apply() -> None:
-    """Register :func:`load_from_local` for plain file paths (MMEngine's public API)."""
+    """Register :func:`load_from_local` (MMEngine's public API); scope the Runner's loads."""
     CheckpointLoader.register_scheme(prefixes='', loader=load_from_local, force=True)
+    Runner.load_checkpoint = with_safe_loading(Runner.load_checkpoint)
+    Runner.resume = with_safe_loading(Runner.resume)

@@ -10,6 +10,8 @@ from mmengine.dist import utils as dist_utils
 from mmengine.logging import print_log
 from mmengine.runner import Runner
 
+from .scope import enabled
+
 #: Runner attribute holding the DDP settings used (for the run record).
 DDP_ATTR = '_mmrepro_ddp'
 #: DDP settings that change bitwise results (bucket layout, buffer syncs), made explicit.
@@ -41,7 +43,12 @@ def _other_accelerator() -> bool:
 
 
 def wrap_model(self: Runner, model_wrapper_cfg: Optional[Dict], model: Any) -> Any:
-    """``Runner.wrap_model`` with explicit DDP settings (and no device_ids on CPU)."""
+    """``Runner.wrap_model`` with explicit DDP settings (and no device_ids on CPU).
+
+    For a Runner that does not enable mmrepro it is MMEngine's, unchanged.
+    """
+    if not enabled(self):
+        return _original_wrap_model(self, model_wrapper_cfg, model)
     if self.distributed and model_wrapper_cfg is None:
         model_wrapper_cfg = dict(DDP_DEFAULTS, find_unused_parameters=self.cfg.get(
             'find_unused_parameters', False))

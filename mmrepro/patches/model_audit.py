@@ -4,10 +4,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mmengine.logging import print_log
 from mmengine.runner import Runner
 
-from .runner_randomness import SETTINGS_ATTR
+from .runner_randomness import SETTINGS_ATTR, log_pending
 
 #: Runner attribute holding the audit entries (for the run record).
 AUDIT_ATTR = '_mmrepro_audit'
@@ -21,18 +20,21 @@ def build_model(self: Runner, model: Any) -> Any:
     Every module backed by an mmcv op that is nondeterministic on CUDA is listed in
     the log (and the run record); ``mmcv.ops.RoIAlign`` layers are replaced by
     :class:`mmrepro.ops.DeterministicRoIAlign`. With ``randomness.strict`` a
-    remaining one is an error naming the module.
+    remaining one is an error naming the module. The Runner's logger exists from here
+    on, so the lines ``set_randomness`` kept (the seed) are logged first.
     """
     model = _original_build_model(self, model)
     settings = getattr(self, SETTINGS_ATTR, None)
-    if not settings or not settings['deterministic']:
+    if not settings:
+        return model
+    log_pending(self)
+    if not settings['deterministic']:
         return model
     from ..op_audit import audit_model, format_audit
     entries = audit_model(model, deterministic=True, strict=settings['strict'], replace=True)
     setattr(self, AUDIT_ATTR, entries)
     remaining = any(e['action'] != 'replaced' for e in entries)
-    print_log(format_audit(entries), logger='current',
-              level=logging.WARNING if remaining else logging.INFO)
+    self.logger.log(logging.WARNING if remaining else logging.INFO, format_audit(entries))
     return model
 
 

@@ -19,20 +19,23 @@ def build_dataloader(runner: Optional[Runner], dataloader: Any, seed: Optional[i
                      diff_rank_seed: bool = False) -> DataLoader:
     """``Runner.build_dataloader`` that knows its Runner's randomness settings.
 
-    The sampler always gets the run's seed (with ``diff_rank_seed`` too: the
-    samplers' shared order needs the same seed on every rank; MMEngine would draw a
-    fresh one), and the loader is rebuilt by :func:`make_reproducible`. The train
-    loader of a resumed run is positioned after the batches the checkpoint
-    consumed. Called on the class (no Runner), it is MMEngine's method unchanged.
+    The Runner's own calls (``seed=runner.seed``) give the sampler the run's seed
+    (with ``diff_rank_seed`` too: the samplers' shared order needs the same seed on
+    every rank; MMEngine would draw a fresh one); an explicit other ``seed`` wins.
+    The loader is rebuilt by :func:`make_reproducible`. The train loader of a resumed
+    run is positioned after the batches the checkpoint consumed. Called on the class
+    (no Runner), or on a Runner that does not enable mmrepro, it is MMEngine's method
+    unchanged.
     """
     settings = getattr(runner, SETTINGS_ATTR, None)
     if settings is None or isinstance(dataloader, DataLoader):
         return _original_build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
-    base_seed = settings['seed']
+    base_seed = settings['seed'] if seed is None or seed == runner.seed else seed
     loader = _original_build_dataloader(dataloader, seed=base_seed, diff_rank_seed=False)
     loader = make_reproducible(loader, base_seed, get_rank(), get_world_size(),
                                diff_rank_seed=settings['diff_rank_seed'],
-                               sample_seeding=settings['sample_seeding'])
+                               sample_seeding=settings['sample_seeding'],
+                               logger=runner.__dict__.get('logger', 'current'))
     resume = getattr(runner, RESUME_ATTR, None)
     position = ((resume or {}).get('state') or {}).get('position')
     if (position and dataloader is runner._train_dataloader

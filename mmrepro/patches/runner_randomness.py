@@ -5,19 +5,22 @@ import logging
 import os
 from typing import Any, Optional
 
-from mmengine.logging import print_log
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import find_latest_checkpoint
 
 from ..checkpoint_io import peek
 from ..seeding import init_random_seed, set_random_seed, validate_randomness
+from .scope import enabled_by_config
 
 #: Runner attribute holding the validated settings (seed materialised).
 SETTINGS_ATTR = '_mmrepro_settings'
-#: Runner attribute holding the line that reports the seed and where it came from.
-SEED_MESSAGE_ATTR = '_mmrepro_seed_message'
+#: Runner attribute holding ``(level, text)`` lines for the Runner's own logger, which
+#: does not exist yet when ``set_randomness`` runs (see :func:`log_pending`).
+MESSAGES_ATTR = '_mmrepro_messages'
 #: Runner attribute holding what was read from the checkpoint to resume, if any.
 RESUME_ATTR = '_mmrepro_resume'
+
+_original_set_randomness = Runner.set_randomness
 
 
 def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> None:
@@ -30,24 +33,29 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
     ``randomness`` of the runner's config, so the config dump and every checkpoint
     meta record it.
 
+    A Runner whose config does not enable mmrepro (:mod:`.scope`) gets MMEngine's
+    ``set_randomness`` unchanged, and so every other patch leaves it alone.
+
     Args:
         seed: ``randomness.seed``.
         **kwargs: The other ``randomness`` keys (see
             :data:`mmrepro.seeding.RANDOMNESS_DEFAULTS`).
     """
-    settings = validate_randomness(dict(kwargs, seed=seed))
     first_call = not hasattr(self, SETTINGS_ATTR)
+    if first_call and not enabled_by_config(getattr(self, 'cfg', None)):
+        return _original_set_randomness(self, seed=seed, **kwargs)
+    settings = validate_randomness(dict(kwargs, seed=seed))
+    messages = getattr(self, MESSAGES_ATTR, [])
     if first_call:
         setattr(self, RESUME_ATTR, _peek_resume_checkpoint(self))
     resume = getattr(self, RESUME_ATTR)
     source = 'config'
     if first_call and resume is not None and resume['seed'] is not None:
         if settings['seed'] is not None and settings['seed'] != resume['seed']:
-            print_log(
+            messages.append((logging.WARNING,
                 f"mmrepro: randomness.seed={settings['seed']} differs from the seed "
                 f"{resume['seed']} of the checkpoint being resumed ({resume['path']}); "
-                'using the checkpoint\'s so the resumed run continues the original.',
-                logger='current', level=logging.WARNING)
+                'using the checkpoint\'s so the resumed run continues the original.'))
         settings['seed'] = resume['seed']
         source = f"checkpoint {resume['path']}"
     if settings['seed'] is None:
@@ -64,14 +72,25 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
         fill_uninitialized_memory=settings['fill_uninitialized_memory'])
     setattr(self, SETTINGS_ATTR, settings)
     if first_call:
-        # Printed now (the Runner's own logger does not exist yet) and kept, so that
-        # ReproducibilityHook writes it into the run's log file too.
-        message = (f'mmrepro: seed {base_seed} ({source}); deterministic='
-                   f"{settings['deterministic']}, diff_rank_seed="
-                   f"{settings['diff_rank_seed']}, sample_seeding="
-                   f"{settings['sample_seeding']}")
-        setattr(self, SEED_MESSAGE_ATTR, message)
-        print_log(message, logger='current')
+        messages.append((logging.INFO, f'mmrepro: seed {base_seed} ({source}); deterministic='
+                         f"{settings['deterministic']}, diff_rank_seed="
+                         f"{settings['diff_rank_seed']}, sample_seeding="
+                         f"{settings['sample_seeding']}"))
+    setattr(self, MESSAGES_ATTR, messages)
+    log_pending(self)
+
+
+def log_pending(runner: Runner) -> None:
+    """Log the lines kept for ``runner``'s own logger, once it exists.
+
+    Another Runner's logger (``MMLogger.get_current_instance()``) may belong to a
+    finished run whose log file is gone, so nothing is logged before this one's.
+    """
+    logger = runner.__dict__.get('logger')
+    if logger is None:
+        return
+    for level, text in runner.__dict__.pop(MESSAGES_ATTR, []):
+        logger.log(level, text)
 
 
 def _peek_resume_checkpoint(runner: Runner) -> Optional[dict]:

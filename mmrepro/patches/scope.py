@@ -1,0 +1,56 @@
+"""Which Runners mmrepro acts for: those whose config asks for it.
+
+Importing any part of mmrepro installs its patches for the whole process (they are
+methods of MMEngine's classes), but each patch acts only for a Runner whose config
+enables mmrepro, exactly as README shows it: ``custom_imports`` naming ``mmrepro``
+(or a submodule), or ``ReproducibilityHook`` in ``custom_hooks``. Every other Runner
+runs MMEngine's own code paths.
+"""
+from __future__ import annotations
+
+import contextvars
+import functools
+from typing import Any, Callable
+
+HOOK_NAMES = ('ReproducibilityHook', 'mmrepro.ReproducibilityHook')
+
+
+def enabled_by_config(cfg: Any) -> bool:
+    """Whether a Runner config enables mmrepro (see the module docstring)."""
+    if cfg is None:
+        return False
+    imports = (cfg.get('custom_imports') or {}).get('imports') or []
+    if isinstance(imports, str):
+        imports = [imports]
+    if any(str(name) == 'mmrepro' or str(name).startswith('mmrepro.') for name in imports):
+        return True
+    for hook in cfg.get('custom_hooks') or []:
+        kind = hook.get('type') if isinstance(hook, dict) else hook
+        if kind in HOOK_NAMES or getattr(kind, '__name__', None) == HOOK_NAMES[0] or \
+                type(kind).__name__ == HOOK_NAMES[0]:
+            return True
+    return False
+
+
+def enabled(runner: Any) -> bool:
+    """Whether mmrepro acts for ``runner`` (its ``set_randomness`` found it enabled)."""
+    from .runner_randomness import SETTINGS_ATTR
+    return getattr(runner, SETTINGS_ATTR, None) is not None
+
+
+#: True while an enabled Runner loads a checkpoint (read by the local-file loader).
+SAFE_LOADING = contextvars.ContextVar('mmrepro_safe_loading', default=False)
+
+
+def with_safe_loading(method: Callable) -> Callable:
+    """Wrap a Runner method so that, for an enabled Runner, loads inside it are mmrepro's."""
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not enabled(self):
+            return method(self, *args, **kwargs)
+        token = SAFE_LOADING.set(True)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            SAFE_LOADING.reset(token)
+    return wrapper
