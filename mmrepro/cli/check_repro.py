@@ -2,7 +2,7 @@
 
 Each run is ``tools/train.py`` in a subprocess on a generated child config that
 inherits the given one and changes only what the check needs: the training loop is
-left as it is and :class:`CheckReproStopHook` ends the process after ``--iters``
+left as it is and :class:`~mmrepro.hooks.CheckReproStopHook` ends the process after ``--iters``
 iterations; validation is off, the logger writes every iteration, checkpoints are
 saved by iteration, the trace (:mod:`mmrepro.trace`) records every iteration, a seed
 is pinned if the config has none, and in deterministic mode
@@ -29,9 +29,6 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from mmengine.hooks import Hook
-from mmengine.registry import HOOKS
-
 from ..run_record import RunRecordError, diff_records, find_log_dir, load_run_record
 from ..trace import TRACE_NAME, TraceError, compare_traces, describe_diff, read_trace
 
@@ -57,34 +54,6 @@ custom_imports = {imports}
 custom_hooks = {hooks}
 randomness = {randomness}
 """
-
-
-@HOOKS.register_module()
-class CheckReproStopHook(Hook):
-    """End the training process after ``max_iters`` iterations (for check_repro).
-
-    It runs last after each iteration (priority LOWEST, so checkpoints and the trace
-    are written first), lets the hooks finish the run (``after_run``: the trace file
-    is closed, the logs flushed) and exits the process with status 0. The training
-    loop itself is untouched, so the check runs the config's own loop, sampler and
-    schedule, only shorter.
-
-    Args:
-        max_iters: Iterations to train (global count, resumed ones included).
-    """
-
-    priority = 'LOWEST'
-
-    def __init__(self, max_iters: int) -> None:
-        self.max_iters = max_iters
-
-    def after_train_iter(self, runner: Any, batch_idx: int, data_batch: Any = None,
-                         outputs: Any = None) -> None:
-        """Stop once ``max_iters`` iterations are done."""
-        if runner.iter + 1 >= self.max_iters:
-            runner.logger.info(f'check_repro: stopping after {runner.iter + 1} iterations')
-            runner.call_hook('after_run')
-            raise SystemExit(0)
 
 
 @dataclass
@@ -204,7 +173,7 @@ def child_config(cfg: Any, config: str, iters: int, ckpt_interval: int) -> str:
     imports = dict(imports.to_dict() if hasattr(imports, 'to_dict') else imports)
     names = list(imports.get('imports') or [])
     names = [names] if isinstance(names, str) else names
-    imports['imports'] = [*names, *(n for n in ('mmrepro', __name__) if n not in names)]
+    imports['imports'] = [*names, *(['mmrepro'] if 'mmrepro' not in names else [])]
     imports.setdefault('allow_failed_imports', False)
     randomness = dict(seed=_seed(cfg))
     if _deterministic(cfg):
