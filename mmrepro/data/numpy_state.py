@@ -1,10 +1,10 @@
 """Fast save, restore and seeding of numpy's legacy global RNG (``np.random.*``).
 
 numpy's public ``get_state``/``set_state`` copy the 624-word MT19937 key one element
-at a time in Python, about 90 us each way, and ``np.random.seed`` with an array checks
-it with several numpy operations (about 24 us). Per-sample seeding reseeds this RNG for
-every sample and, in the main process, saves and restores it around every batch, so
-mmrepro reads and writes the state directly:
+at a time in Python, and ``np.random.seed`` with an array checks it with several numpy
+operations (costs in ``benchmarks/results/sample_seeding_cpu.md``). Per-sample seeding
+reseeds this RNG for every sample and, in the main process, saves and restores it
+around every batch, so mmrepro reads and writes the state directly:
 
 * the MT19937 key and position through ``MT19937.ctypes.state_address`` (numpy's
   public ctypes interface to the bit generator's C state, 624 uint32 words and an int);

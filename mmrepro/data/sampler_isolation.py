@@ -25,8 +25,8 @@ SELF_CONTAINED = frozenset({
 def needs_isolation(batch_sampler: Any) -> bool:
     """True unless the batch sampler and its sampler are all known to be self-contained.
 
-    Isolating costs a save and restore of the host RNG states per batch (~0.4 ms,
-    numpy's state copy dominates), so it is skipped where it cannot matter.
+    Isolating costs a save and restore of the host RNG states per batch (numpy's state
+    copy dominates), so it is skipped where it cannot matter.
     """
     sampler = getattr(batch_sampler, 'sampler', None)
     parts = [batch_sampler] if sampler is None else [batch_sampler, sampler]

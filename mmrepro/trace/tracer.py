@@ -45,8 +45,7 @@ class Tracer:
         forward: Also digest every module's forward output, to name the first module
             whose output differs (``tools/check_repro.py`` turns it on). Off by
             default: it reads every activation and adds a Python call per module call,
-            which more than doubles the trace's cost on the demo RetinaNet R18 (24 ->
-            55 ms per iteration, ``benchmarks/results/trace_cpu.md``).
+            which more than doubles the trace's cost (``benchmarks/results/trace_cpu.md``).
     """
 
     def __init__(self, runner: Any, interval: int, filename: str = TRACE_NAME,
