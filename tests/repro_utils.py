@@ -46,6 +46,12 @@ custom_hooks = [dict(type='ReproducibilityHook')]
 """
 
 
+def pythonpath(*first: str) -> str:
+    """``first`` then the current ``PYTHONPATH`` (which may hold the stack, as on GPU
+    machines set up by ``.gpu/device_setup.sh``), for a subprocess's environment."""
+    return os.pathsep.join(p for p in (*first, os.environ.get('PYTHONPATH')) if p)
+
+
 def write_config(path: str, model: str, data_root: str, extra: str = '',
                  num_workers: int = 2, persistent: bool = True, validate: bool = False,
                  max_epochs: int = 3) -> str:

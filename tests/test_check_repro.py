@@ -6,7 +6,7 @@ import sys
 
 import pytest
 from mmengine.config import Config
-from repro_utils import REPO, RUN_CWD, write_config
+from repro_utils import REPO, RUN_CWD, pythonpath, write_config
 
 from mmrepro.cli.check_repro import child_config, main
 
@@ -22,7 +22,7 @@ model = dict(neck=dict(_delete_=True, type='NondeterministicNeck', neck=dict(
 
 def check_repro(*args: str) -> subprocess.CompletedProcess:
     """Run tools/check_repro.py with tests/ importable by the training runs."""
-    path = os.pathsep.join(p for p in (TESTS, os.environ.get('PYTHONPATH')) if p)
+    path = pythonpath(TESTS)
     return subprocess.run([sys.executable, osp.join(REPO, 'tools', 'check_repro.py'), *args],
                           cwd=RUN_CWD, capture_output=True, text=True, timeout=900,
                           env={**os.environ, 'PYTHONPATH': path})

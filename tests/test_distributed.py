@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import pytest
-from repro_utils import REPO, RUN_CWD, checkpoint, state_digest, write_config
+from repro_utils import REPO, RUN_CWD, checkpoint, pythonpath, state_digest, write_config
 
 from mmrepro.checkpoint_io import safe_load
 
@@ -32,7 +32,7 @@ def _env():
     # CPU ranks (gloo) on every machine: two ranks cannot share one GPU under NCCL. The
     # NCCL launch is covered by the cuda tier (tests/test_cuda/).
     return {**os.environ, 'PORT': str(_port()), 'OMP_NUM_THREADS': '1',
-            'PYTHONPATH': osp.join(REPO, 'tests'), 'CUDA_VISIBLE_DEVICES': ''}
+            'PYTHONPATH': pythonpath(osp.join(REPO, 'tests')), 'CUDA_VISIBLE_DEVICES': ''}
 
 
 def _cmd(config, work_dir, *args):

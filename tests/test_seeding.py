@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from repro_utils import REPO
+from repro_utils import REPO, pythonpath
 
 from mmrepro import seeding
 from mmrepro.seeding import (
@@ -136,7 +136,7 @@ def test_cublas_variable_kept_when_set(monkeypatch):
 def test_import_leaves_the_variable_alone_on_this_torch():
     """This torch (CPU build) does not need it, so importing mmrepro sets nothing."""
     env = {k: v for k, v in os.environ.items() if k != 'CUBLAS_WORKSPACE_CONFIG'}
-    env['PYTHONPATH'] = REPO
+    env['PYTHONPATH'] = pythonpath(REPO)
     out = subprocess.run(
         [sys.executable, '-c', 'import os, mmrepro; '
          'print(os.environ.get("CUBLAS_WORKSPACE_CONFIG"))'],
@@ -192,7 +192,7 @@ def test_hash_seed_reexec_fixes_hashing_in_the_process(tmp_path):
         'print(hash("mmrepro"))\n')
     # mmrepro from this checkout, whether or not it is pip-installed.
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONHASHSEED'}
-    env['PYTHONPATH'] = REPO
+    env['PYTHONPATH'] = pythonpath(REPO)
 
     def run(mode):
         return subprocess.run([sys.executable, str(script), mode], env=env, check=True,

@@ -12,7 +12,15 @@ import subprocess
 import sys
 
 import pytest
-from repro_utils import REPO, RUN_CWD, checkpoint, run_train, state_digest, write_config
+from repro_utils import (
+    REPO,
+    RUN_CWD,
+    checkpoint,
+    pythonpath,
+    run_train,
+    state_digest,
+    write_config,
+)
 
 from mmrepro.run_record import find_log_dir
 
@@ -59,7 +67,7 @@ def test_check_repro_passes_on_cuda(data_root, tmp_path):
 def _launch(script, config, work_dir):
     """One NCCL rank through torchrun, without CUBLAS_WORKSPACE_CONFIG in the environment."""
     env = {k: v for k, v in os.environ.items() if k != 'CUBLAS_WORKSPACE_CONFIG'}
-    env['PYTHONPATH'] = os.pathsep.join([REPO, env.get('PYTHONPATH', '')])
+    env['PYTHONPATH'] = pythonpath(REPO)
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=1',
            '--master_port=29533', script, config, '--launcher', 'pytorch',
            '--work-dir', work_dir]

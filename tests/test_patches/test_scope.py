@@ -11,7 +11,7 @@ import pytest
 from mmengine.config import Config
 from mmengine.dataset import DefaultSampler
 from mmengine.runner import Runner
-from repro_utils import CONFIGS, REPO, RUN_CWD, losses, state_digest, train_log
+from repro_utils import CONFIGS, REPO, RUN_CWD, losses, pythonpath, state_digest, train_log
 
 from mmrepro.patches.runner_randomness import SETTINGS_ATTR
 from mmrepro.patches.scope import enabled_by_config
@@ -107,7 +107,7 @@ def _train(tmp_path, data_root, mode):
     script = tmp_path / 'probe.py'
     script.write_text(PROBE)
     work_dir = str(tmp_path / mode)
-    env = {**os.environ, 'PYTHONPATH': REPO}
+    env = {**os.environ, 'PYTHONPATH': pythonpath(REPO)}
     proc = subprocess.run([sys.executable, str(script), mode, str(config), work_dir],
                           cwd=RUN_CWD, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
