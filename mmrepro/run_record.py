@@ -2,12 +2,12 @@
 
 :func:`collect_run_record` gathers, at the start of training: the seed and
 ``randomness`` settings, world size and distributed backend, versions (python, torch,
-CUDA, cuDNN, mmengine, mmcv, mmdet, numpy, mmrepro), device names, PyTorch's
+CUDA, cuDNN, numpy and every installed OpenMMLab ``mm*`` package), device names, PyTorch's
 numerics flags, the environment variables that change results, a hash of the
 resolved config and the config itself flattened to dotted keys (so two records can
 name the keys that differ, e.g. ``optim_wrapper.optimizer.lr``), a fingerprint of
-the training data (the annotation files' contents and the list of images trained
-on) and of the code (mmrepro's sources, the git commit and uncommitted changes).
+the training data (:mod:`mmrepro.data_fingerprint`: annotation files and every
+sample's files) and of the code (mmrepro's sources, the git commit and uncommitted changes).
 ``ReproducibilityHook`` writes it to ``<log_dir>/run_record.json`` and into every
 checkpoint's ``meta['run_record']``; ``tools/repro_diff.py`` compares two of them.
 """
@@ -27,13 +27,17 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
+from .data_fingerprint import data_fingerprint, file_sha256
+
 #: Environment variables that change numerical results or their reproducibility.
 RELEVANT_ENV = ('CUBLAS_WORKSPACE_CONFIG', 'PYTHONHASHSEED', 'CUDA_VISIBLE_DEVICES',
                 'OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'MKL_CBWR', 'KMP_DETERMINISTIC_REDUCTION',
                 'NCCL_ALGO', 'NCCL_PROTO', 'NVIDIA_TF32_OVERRIDE',
                 'TORCH_ALLOW_TF32_CUBLAS_OVERRIDE', 'TORCH_CUDNN_V8_API_ENABLED',
                 'CUDA_LAUNCH_BLOCKING')
-PACKAGES = ('torch', 'mmengine', 'mmcv', 'mmdet', 'numpy', 'mmrepro')
+#: Packages named in every record; every installed OpenMMLab (``mm*``) distribution
+#: is added (mmsegmentation, mmpretrain...).
+PACKAGES = ('torch', 'numpy', 'mmengine', 'mmcv', 'mmrepro')
 RECORD_NAME = 'run_record.json'
 #: Version of the record's layout (``record_version``).
 RECORD_VERSION = 1
@@ -48,23 +52,24 @@ MISSING = '<missing>'
 _ADDRESS = re.compile(r' at 0x[0-9a-fA-F]+')
 
 
-def file_sha256(path: str) -> str:
-    """sha256 of a file's contents, read in chunks (annotation files reach GBs)."""
-    digest = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for chunk in iter(lambda: f.read(1 << 20), b''):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def versions() -> Dict[str, Optional[str]]:
-    """Versions of python, the stack, CUDA and cuDNN."""
+    """Versions of python, torch, numpy, every installed ``mm*`` package, CUDA and cuDNN.
+
+    mmrepro used from a checkout (not pip-installed) reports its own ``__version__``.
+    """
     out: Dict[str, Optional[str]] = {'python': platform.python_version()}
     for name in PACKAGES:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             out[name] = None
+    for dist in metadata.distributions():
+        name = (dist.metadata['Name'] or '').lower().replace('_', '-')
+        if name.startswith('mm') and name not in out:
+            out[name] = dist.version
+    if out['mmrepro'] is None:
+        from .version import __version__
+        out['mmrepro'] = __version__
     out['cuda'] = torch.version.cuda
     out['cudnn'] = (str(torch.backends.cudnn.version())
                     if torch.backends.cudnn.is_available() else None)
@@ -175,51 +180,14 @@ def flatten_config(cfg: Any, prefix: str = '') -> Dict[str, str]:
     return out
 
 
-def _relative(path: str, roots: List[str]) -> str:
-    """``path`` relative to the longest of ``roots`` containing it (else unchanged)."""
-    norm = osp.normpath(path)
-    for root in sorted(roots, key=len, reverse=True):
-        root = osp.normpath(root)
-        if norm == root or norm.startswith(root + os.sep):
-            return osp.relpath(norm, root)
-    return path
+def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, Any]:
+    """The record of ``runner``'s run (settings from ``Runner.set_randomness``).
 
-
-def data_fingerprint(dataset: Any) -> Dict[str, Any]:
-    """sha256 of the annotation files and of the image list behind ``dataset``.
-
-    Paths are taken relative to the dataset's ``data_root``, so the same data in
-    another directory (another machine) has the same fingerprint.
-
-    Returns:
-        dict: ``ann_files`` (relative path -> sha256 of the contents),
-        ``annotations_sha256`` (over all of them), ``images_sha256`` (over the image
-        paths trained on, in dataset order, after filtering), ``num_samples`` and
-        ``dataset`` (class name).
+    Args:
+        runner: The Runner.
+        fingerprint: How sample files are fingerprinted
+            (:data:`mmrepro.data_fingerprint.MODES`). Defaults to ``'labels'``.
     """
-    roots = [r for r in _find(dataset, 'data_root') if r]
-    ann_files: Dict[str, Optional[str]] = {}
-    for path in sorted(set(_find(dataset, 'ann_file'))):
-        if osp.isfile(path):
-            ann_files[_relative(path, roots)] = file_sha256(path)
-        elif path:
-            ann_files[_relative(path, roots)] = None
-    combined = hashlib.sha256()
-    for name in sorted(ann_files):
-        combined.update(f'{name}\0{ann_files[name]}\n'.encode())
-    images = hashlib.sha256()
-    count = 0
-    for info in _data_infos(dataset):
-        path = str(info.get('img_path', info.get('file_name', '')))
-        images.update(_relative(path, roots).encode() + b'\n')
-        count += 1
-    return dict(dataset=type(dataset).__name__, ann_files=ann_files,
-                annotations_sha256=combined.hexdigest(), images_sha256=images.hexdigest(),
-                num_samples=count)
-
-
-def collect_run_record(runner: Any) -> Dict[str, Any]:
-    """The record of ``runner``'s run (settings from ``Runner.set_randomness``)."""
     from .patches.runner_randomness import SETTINGS_ATTR
     from .seeding import get_world_size
     settings = dict(getattr(runner, SETTINGS_ATTR, None) or {})
@@ -239,7 +207,7 @@ def collect_run_record(runner: Any) -> Dict[str, Any]:
         argv=sys.argv,
     )
     try:
-        record['data'] = data_fingerprint(runner.train_dataloader.dataset)
+        record['data'] = data_fingerprint(runner.train_dataloader.dataset, fingerprint)
     except Exception as err:  # a Runner without train data
         record['data'] = dict(error=f'{type(err).__name__}: {err}')
     return record
@@ -251,26 +219,6 @@ def write_run_record(runner: Any, record: Dict[str, Any]) -> str:
     with open(path, 'w') as f:
         json.dump(record, f, indent=2, default=str)
     return path
-
-
-def _find(obj: Any, attr: str, depth: int = 0) -> Iterable[str]:
-    if depth > 4 or obj is None:
-        return
-    value = getattr(obj, attr, None)
-    if isinstance(value, str):
-        yield value
-    for inner in [getattr(obj, 'dataset', None), *getattr(obj, 'datasets', [])]:
-        yield from _find(inner, attr, depth + 1)
-
-
-def _data_infos(dataset: Any) -> Iterable[dict]:
-    get = getattr(dataset, 'get_data_info', None)
-    if get is None:
-        return
-    for i in range(len(dataset)):
-        info = get(i)
-        if isinstance(info, dict):
-            yield info
 
 
 # ------------------------------------------------------------------ reading records

@@ -11,6 +11,7 @@ from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
 
 from ..data.rng_state import capture_rng_state, restore_rng_state
 from ..data.seeded_batch_sampler import SeededBatchSampler
+from ..data_fingerprint import check_mode
 from ..patches.epoch_loop import OFFSET_ATTR
 from ..patches.runner_randomness import SETTINGS_ATTR, log_pending
 from ..resume_state import NOT_RESTORED, build_section, check_section
@@ -41,6 +42,10 @@ class ReproducibilityHook(Hook):
         trace_forward: Also record every module's forward output in the trace (names
             the first module whose output differs; ``tools/check_repro.py`` turns it
             on). Defaults to False.
+        fingerprint: How the run record fingerprints each sample's files:
+            ``'labels'`` (label files by content, images by size), ``'content'``
+            (every file by content) or ``'stat'`` (every file by size); see
+            :mod:`mmrepro.data_fingerprint`. Defaults to ``'labels'``.
 
     Its priority (85) places it after the logger and scheduler hooks and before
     ``CheckpointHook`` (VERY_LOW, 90), so the states it captures are those of the
@@ -51,7 +56,8 @@ class ReproducibilityHook(Hook):
     # 85 runs after LoggerHook/ParamSchedulerHook and right before CheckpointHook.
     priority = 85
 
-    def __init__(self, trace_interval: int = 0, trace_forward: bool = False) -> None:
+    def __init__(self, trace_interval: int = 0, trace_forward: bool = False,
+                 fingerprint: str = 'labels') -> None:
         if isinstance(trace_interval, bool) or not isinstance(trace_interval, int) or \
                 trace_interval < 0:
             raise ValueError(
@@ -62,6 +68,7 @@ class ReproducibilityHook(Hook):
                             'expected True or False.')
         self.trace_interval = trace_interval
         self.trace_forward = trace_forward
+        self.fingerprint = check_mode(fingerprint)
         self._tracer: Any = None
         self._record: Optional[Dict[str, Any]] = None
         self._position: Optional[Dict[str, int]] = None
@@ -73,7 +80,7 @@ class ReproducibilityHook(Hook):
         """Log the seed into the run's log, write the run record (rank 0); start the trace."""
         log_pending(runner)  # the seed line, if the Runner has not logged it yet
         if is_main_process():  # only rank 0 writes the record and checkpoints
-            self._record = collect_run_record(runner)
+            self._record = collect_run_record(runner, self.fingerprint)
             path = write_run_record(runner, self._record)
             runner.logger.info(f'mmrepro: run record written to {path}')
         if self.trace_interval:
