@@ -45,9 +45,12 @@ if ! have mmcv 2.1.0 || ! "$venv/bin/python" -c "import mmcv.ops" 2>/dev/null; t
     "${pip[@]}" install --no-build-isolation -c "$constraints" "$(pin mmcv)"
 fi
 
-# 4. mmdet and the test tools.
+# 4. mmdet, mmsegmentation (another MMEngine codebase, in the suite) and the test tools.
 have mmdet 3.3.0 || { echo "[setup] installing $(pin mmdet)"; \
   "${pip[@]}" install -c "$constraints" "$(pin mmdet)"; }
+have mmsegmentation 1.2.2 && "$venv/bin/python" -c "import ftfy, regex" 2>/dev/null || {
+  echo "[setup] installing $(pin mmsegmentation)"
+  "${pip[@]}" install -c "$constraints" "$(pin mmsegmentation)" "$(pin ftfy)" "$(pin regex)"; }
 "$venv/bin/python" -c "import pytest, ruff" 2>/dev/null || \
   "${pip[@]}" install -c "$constraints" pytest ruff
 # Triton: the CUDA RoIAlign backward's kernels, run by the tests on CPU through its

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Train a detector with MMDetection 3.x, reproducibly. See README.md."""
+"""Train an MMEngine config (MMDetection, MMSegmentation...), reproducibly. See README.md."""
 import os.path as osp
 import sys
 

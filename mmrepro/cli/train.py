@@ -1,4 +1,5 @@
-"""``tools/train.py``: MMDetection 3.x's training entry point, made reproducible.
+"""``tools/train.py``: MMDetection 3.x's training entry point, made reproducible, for any
+MMEngine codebase (MMSegmentation too).
 
 Same arguments as MMDetection's ``tools/train.py`` plus ``--seed``,
 ``--deterministic`` and ``--diff-rank-seed`` (CLI over config).
@@ -19,7 +20,9 @@ HOOK_TYPE = 'ReproducibilityHook'
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parse MMDetection's training arguments and mmrepro's seeding flags."""
     from mmengine.config import DictAction
-    parser = argparse.ArgumentParser(description='Train a detector, reproducibly (mmrepro)')
+    parser = argparse.ArgumentParser(
+        description='Train an MMEngine config reproducibly (mmrepro): MMDetection, '
+        'MMSegmentation and other OpenMMLab codebases')
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the dir to save logs and models')
     parser.add_argument('--amp', action='store_true', default=False,

@@ -1,4 +1,5 @@
-"""The bundled demo: a tiny COCO-format detection dataset generated on the fly."""
+"""The bundled demos: tiny detection (COCO format) and segmentation datasets."""
 from .tiny_coco import CLASSES, make_tiny_coco
+from .tiny_seg import SEG_CLASSES, make_tiny_seg
 
-__all__ = ['CLASSES', 'make_tiny_coco']
+__all__ = ['CLASSES', 'SEG_CLASSES', 'make_tiny_coco', 'make_tiny_seg']
