@@ -29,11 +29,11 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..patches.scope import HOOK_NAMES
 from ..run_record import RunRecordError, diff_records, find_log_dir, load_run_record
 from ..trace import TRACE_NAME, TraceError, compare_traces, describe_diff, read_trace
 
 PROG = 'check_repro'
-HOOK_TYPES = ('ReproducibilityHook', 'mmrepro.ReproducibilityHook')
 #: PyTorch's warning for an operation without a deterministic implementation.
 ALERT = re.compile(r'([\w.:<>]+) does not have a deterministic implementation')
 #: Seed used when the config has none (a seedless config never reruns identically).
@@ -163,10 +163,10 @@ def child_config(cfg: Any, config: str, iters: int, ckpt_interval: int) -> str:
     hooks = []
     for hook in cfg.get('custom_hooks') or []:
         hook = hook.to_dict() if hasattr(hook, 'to_dict') else dict(hook)
-        if hook.get('type') in HOOK_TYPES:
+        if hook.get('type') in HOOK_NAMES:
             hook.update(trace_interval=1, trace_forward=True)
         hooks.append(hook)
-    if not any(h.get('type') in HOOK_TYPES for h in hooks):
+    if not any(h.get('type') in HOOK_NAMES for h in hooks):
         hooks.append(dict(type='ReproducibilityHook', trace_interval=1, trace_forward=True))
     hooks.append(dict(type='CheckReproStopHook', max_iters=iters))
     imports = cfg.get('custom_imports') or {}

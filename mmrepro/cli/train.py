@@ -12,9 +12,8 @@ import os.path as osp
 import sys
 from typing import List, Optional
 
+from ..patches.scope import HOOK_NAMES
 from ..seeding import check_seed, prepare_cublas_workspace_config, validate_randomness
-
-HOOK_TYPE = 'ReproducibilityHook'
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -120,9 +119,9 @@ def build_config(args: argparse.Namespace):
         imports['imports'] = list(imports.get('imports', [])) + ['mmrepro']
     cfg.custom_imports = imports
     hooks = list(cfg.get('custom_hooks') or [])
-    if not any(isinstance(h, dict) and h.get('type') in (HOOK_TYPE, f'mmrepro.{HOOK_TYPE}')
+    if not any(isinstance(h, dict) and h.get('type') in HOOK_NAMES
                for h in hooks):
-        hooks.append(dict(type=HOOK_TYPE))
+        hooks.append(dict(type=HOOK_NAMES[0]))
     cfg.custom_hooks = hooks
     return cfg
 

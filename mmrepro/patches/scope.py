@@ -12,6 +12,7 @@ import contextvars
 import functools
 from typing import Any, Callable
 
+#: The names under which a config may list ``ReproducibilityHook``.
 HOOK_NAMES = ('ReproducibilityHook', 'mmrepro.ReproducibilityHook')
 
 
