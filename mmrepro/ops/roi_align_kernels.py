@@ -10,10 +10,10 @@ to run. Here the same sum is a gather, in an order fixed by construction:
    key ``num_pixels`` (sorted last, never read). The index work does not depend on the
    channel, so it is done once per call.
 2. The caller sorts the entries by pixel with a stable sort and takes CSR row offsets
-   (:func:`csr_rows`); entries of one pixel then keep their (RoI, bin, point, corner)
-   order.
-3. :func:`csr_sum` runs one program per (pixel block, channel block) that adds each
-   pixel's entries in that order, in float32 (float64 for float64 inputs).
+   (``csr_kernels.csr_rows``); entries of one pixel then keep their (RoI, bin, point,
+   corner) order.
+3. ``csr_kernels.csr_sum`` runs one program per (pixel block, channel block) that adds
+   each pixel's entries in that order, in float32 (float64 for float64 inputs).
 
 No atomics, so the result is the same bits on every run. Both kernels run on CUDA, and
 on CPU tensors under ``TRITON_INTERPRET=1`` (how the tests run them). Triton is
@@ -28,19 +28,12 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-#: Pixels per program of the sum kernel (a static loop inside the program).
-PIXELS_PER_PROGRAM = 4
+from .csr_kernels import compute_dtype, csr_rows, csr_sum, triton_available
+
+__all__ = ['build_entries', 'csr_rows', 'roi_align_backward', 'triton_available']
+
 #: Sampling points per program of the entries kernel.
 POINTS_PER_PROGRAM = 256
-
-
-def triton_available() -> bool:
-    """Whether Triton can be imported (it ships with CUDA builds of PyTorch)."""
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 @functools.cache
@@ -106,32 +99,7 @@ def _kernels() -> SimpleNamespace:
             tl.store(rows + out + corner, row, mask=live)
             tl.store(weights + out + corner, tl.where(inside, (wy * wx) * s, 0.0), mask=live)
 
-    @triton.jit(do_not_specialize=['num_pixels'])
-    def csr_sum_kernel(grad_rows, row_ptr, entry_row, entry_weight, out, num_pixels,
-                       channels, PIXELS: tl.constexpr, BLOCK_C: tl.constexpr,
-                       ACC: tl.constexpr):
-        c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-        c_live = c < channels
-        for i in tl.static_range(PIXELS):
-            p = tl.program_id(0) * PIXELS + i
-            if p < num_pixels:
-                begin = tl.load(row_ptr + p)
-                end = tl.load(row_ptr + p + 1)
-                acc = tl.zeros([BLOCK_C], dtype=ACC)
-                for j in range(begin, end):
-                    row = tl.load(entry_row + j).to(tl.int64)
-                    w = tl.load(entry_weight + j)
-                    g = tl.load(grad_rows + row * channels + c, mask=c_live, other=0.0)
-                    acc += g.to(ACC) * w
-                tl.store(out + p.to(tl.int64) * channels + c,
-                         acc.to(out.dtype.element_ty), mask=c_live)
-
-    return SimpleNamespace(triton=triton, tl=tl, entries=entries_kernel, csr_sum=csr_sum_kernel)
-
-
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """Accumulation (and coordinate) dtype: float64 for float64 inputs, else float32."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
+    return SimpleNamespace(triton=triton, tl=tl, entries=entries_kernel)
 
 
 def build_entries(geometry: Tuple[Tensor, ...], batch: Tensor, pooled: Tuple[int, int],
@@ -181,50 +149,6 @@ def build_entries(geometry: Tuple[Tensor, ...], batch: Tensor, pooled: Tuple[int
                           total, height, width, pooled[0], pooled[1],
                           BLOCK=POINTS_PER_PROGRAM)
     return keys, rows, weights
-
-
-def csr_rows(keys: Tensor, num_pixels: int) -> Tuple[Tensor, Tensor]:
-    """Stable order of the entries by pixel, and the CSR offsets of every pixel.
-
-    Entries with key -1 (outside the map) sort first and lie before ``row_ptr[0]``.
-
-    Returns:
-        ``(order, row_ptr)``: ``order`` (int64) permutes the entries so that pixels
-        ascend and entries of one pixel keep their order; ``row_ptr`` (``num_pixels +
-        1``, int64) bounds each pixel's entries in that order.
-    """
-    sorted_keys, order = torch.sort(keys, stable=True)
-    pixels = torch.arange(num_pixels + 1, dtype=keys.dtype, device=keys.device)
-    return order, torch.searchsorted(sorted_keys, pixels)
-
-
-def csr_sum(grad_rows: Tensor, row_ptr: Tensor, rows: Tensor, weights: Tensor,
-            num_pixels: int, out_dtype: torch.dtype) -> Tensor:
-    """``out[p, c] = sum of weights[j] * grad_rows[rows[j], c]`` over pixel ``p``'s entries.
-
-    Args:
-        grad_rows: ``(K*pooled_h*pooled_w, C)`` contiguous output gradient.
-        row_ptr: CSR offsets from :func:`csr_rows`.
-        rows: Entry rows, already in CSR order.
-        weights: Entry weights, already in CSR order.
-        num_pixels: ``N*H*W``.
-        out_dtype: dtype of the result.
-
-    Returns:
-        ``(num_pixels, C)`` gradient of the feature map, channels last.
-    """
-    channels = grad_rows.size(1)
-    out = torch.empty((num_pixels, channels), dtype=out_dtype, device=grad_rows.device)
-    if num_pixels == 0 or channels == 0:
-        return out
-    kernels = _kernels()
-    block_c = min(256, kernels.triton.next_power_of_2(channels))
-    acc = kernels.tl.float64 if weights.dtype == torch.float64 else kernels.tl.float32
-    grid = (kernels.triton.cdiv(num_pixels, PIXELS_PER_PROGRAM),
-            kernels.triton.cdiv(channels, block_c))
-    kernels.csr_sum[grid](grad_rows, row_ptr, rows, weights, out, num_pixels, channels,
-                          PIXELS=PIXELS_PER_PROGRAM, BLOCK_C=block_c, ACC=acc)
-    return out
 
 
 def roi_align_backward(grad_output: Tensor, geometry: Tuple[Tensor, ...], batch: Tensor,
