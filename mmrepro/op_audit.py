@@ -13,17 +13,23 @@ and so cannot be found by scanning modules: ``rotated_feature_align``,
 ``chamfer_distance``, ``gather_points``, ``three_interpolate``, ``assign_score_withk``
 (all ``atomicAdd`` in backward); ``Voxelization(deterministic=False)`` is
 nondeterministic by its own flag.
+
+:data:`NONDETERMINISTIC_TORCH_USERS` lists the classes (PyTorch's and MMDetection's)
+that call PyTorch ops whose CUDA backward torch itself cannot make deterministic.
+:data:`REPLACED_OPS` says how ``replace=True`` makes each replaceable op deterministic;
+every other listed op gets a fix in the message (:data:`FIXES`).
 """
 from __future__ import annotations
 
 import warnings
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from torch import nn
 
 from .ops.replace import is_mmcv_roi_align, replace_roi_align
 
-__all__ = ['NONDETERMINISTIC_MMCV_OPS', 'audit_model', 'format_audit']
+__all__ = ['NONDETERMINISTIC_MMCV_OPS', 'NONDETERMINISTIC_TORCH_USERS', 'REPLACED_OPS',
+           'audit_model', 'format_audit']
 
 _BW = 'CUDA backward accumulates with atomicAdd'
 #: mmcv.ops module class name -> why it is nondeterministic on CUDA (mmcv 2.1.0 sources).
@@ -61,16 +67,85 @@ NONDETERMINISTIC_MMCV_OPS: Dict[str, str] = {
                       'nondeterministic (torch raises under deterministic mode)',
 }
 
+_GRID = ('point_sample calls F.grid_sample, whose CUDA backward has no deterministic '
+         'kernel (torch raises in deterministic mode)')
+#: Classes outside mmcv.ops whose forward calls a PyTorch op with no deterministic CUDA
+#: backward: class name -> (module prefix, why).
+NONDETERMINISTIC_TORCH_USERS: Dict[str, tuple] = {
+    'AdaptiveAvgPool2d': (('torch.nn.', 'mmdet.'), 'adaptive_avg_pool2d backward has no '
+                          'deterministic CUDA kernel (torch raises in deterministic mode)'),
+    'Mask2FormerHead': (('mmdet.',), _GRID),
+    'Mask2FormerTrackHead': (('mmdet.',), _GRID),
+    'MaskPointHead': (('mmdet.',), _GRID),
+    'PointRendRoIHead': (('mmdet.',), _GRID),
+}
+_ROUTED = 'routed to mmrepro.ops.deformable'
+#: Ops that ``replace=True`` makes deterministic -> how.
+REPLACED_OPS: Dict[str, str] = {
+    'RoIAlign': 'replaced by mmrepro.ops.DeterministicRoIAlign',
+    'AdaptiveAvgPool2d': 'replaced by mmrepro.ops.DeterministicAdaptiveAvgPool2d',
+    **{op: f'{_ROUTED}.deform_conv2d' for op in (
+        'DeformConv2d', 'DeformConv2dPack', 'ModulatedDeformConv2d',
+        'ModulatedDeformConv2dPack', 'SAConv2d')},
+    'MultiScaleDeformableAttention': f'{_ROUTED}.ms_deform_attn',
+    **{op: f'{_ROUTED}.grid_sample (point_sample)' for op in (
+        'SimpleRoIAlign', 'Mask2FormerHead', 'Mask2FormerTrackHead', 'MaskPointHead',
+        'PointRendRoIHead')},
+}
+#: How to get rid of a listed op that mmrepro does not replace.
+FIXES: Dict[str, str] = {
+    'RoIPool': "use RoIAlign (roi_layer=dict(type='RoIAlign', ...)), which mmrepro replaces",
+    'DeformRoIPool': 'use RoIAlign, which mmrepro replaces',
+    'DeformRoIPoolPack': 'use RoIAlign, which mmrepro replaces',
+    'ModulatedDeformRoIPoolPack': 'use RoIAlign, which mmrepro replaces',
+    'CARAFENaive': "use CARAFEPack (type='carafe'), whose kernels have no atomics",
+}
+_NO_FIX = ('mmrepro has no deterministic replacement: train on CPU for exact results, or '
+           'accept run-to-run differences on CUDA with strict=False (a warning is issued)')
+
 ACTION_REPLACED = 'replaced'
 ACTION_NONDETERMINISTIC = 'nondeterministic-on-cuda'
 
 
-def _mmcv_op(module: nn.Module) -> Optional[str]:
-    """The first class in ``module``'s MRO that is a listed ``mmcv.ops`` class, if any."""
+def _listed_op(module: nn.Module) -> Optional[Tuple[str, str]]:
+    """``(op, reason)`` for the first listed class in ``module``'s MRO, if any."""
     for cls in type(module).__mro__:
-        if cls.__name__ in NONDETERMINISTIC_MMCV_OPS and cls.__module__.startswith('mmcv.'):
-            return cls.__name__
+        name, origin = cls.__name__, cls.__module__
+        if name in NONDETERMINISTIC_MMCV_OPS and origin.startswith('mmcv.'):
+            return name, NONDETERMINISTIC_MMCV_OPS[name]
+        prefixes, reason = NONDETERMINISTIC_TORCH_USERS.get(name, ((), ''))
+        if origin.startswith(tuple(prefixes)):
+            return name, reason
     return None
+
+
+def _fix(entry: Dict[str, str], replace: bool) -> str:
+    op = entry['op']
+    if op in REPLACED_OPS and not replace:
+        return f'keep replace=True (the default), so that it is {REPLACED_OPS[op]}'
+    if op in REPLACED_OPS:
+        return (f"{entry['type']} subclasses {op} and may change its forward, so it is "
+                f'not replaced; use {op} itself')
+    return FIXES.get(op, _NO_FIX)
+
+
+def _replace(model: nn.Module, entries: List[Dict[str, str]]) -> None:
+    """Make every replaceable listed layer deterministic, and mark its entry."""
+    from .ops.adaptive_pool import swap_adaptive_pools
+    from .ops.routing import activate
+    replaced = set()
+    if any(is_mmcv_roi_align(m) for m in model.modules()):
+        replaced.update(replace_roi_align(model))
+    replaced.update(swap_adaptive_pools(model))
+    routed = [e for e in entries if e['op'] in REPLACED_OPS and
+              REPLACED_OPS[e['op']].startswith(_ROUTED)]
+    if routed:
+        activate(model)
+        replaced.update(e['name'] for e in routed)
+    for entry in entries:
+        if entry['name'] in replaced:
+            entry['action'] = ACTION_REPLACED
+            entry['reason'] += f"; {REPLACED_OPS[entry['op']]}"
 
 
 def audit_model(model: nn.Module, deterministic: bool, strict: bool = False,
@@ -83,8 +158,11 @@ def audit_model(model: nn.Module, deterministic: bool, strict: bool = False,
             layers replaced and is ``strict`` enforced.
         strict: With ``deterministic``, raise instead of warning when a listed layer
             remains.
-        replace: With ``deterministic``, swap every ``mmcv.ops.RoIAlign`` for an
-            equivalent :class:`~mmrepro.ops.DeterministicRoIAlign`.
+        replace: With ``deterministic``, make every op of :data:`REPLACED_OPS`
+            deterministic: ``mmcv.ops.RoIAlign`` and ``AdaptiveAvgPool2d`` layers are
+            replaced in place (``state_dict`` keys unchanged), and the deformable ops
+            and ``point_sample`` are routed to :mod:`mmrepro.ops.deformable` during
+            ``model``'s forward (:func:`mmrepro.ops.routing.activate`).
 
     Returns:
         One dict per listed layer, in ``named_modules`` order, with keys ``name``
@@ -98,26 +176,18 @@ def audit_model(model: nn.Module, deterministic: bool, strict: bool = False,
     """
     entries: List[Dict[str, str]] = []
     for name, module in model.named_modules():
-        op = _mmcv_op(module)
-        if op is not None:
-            entries.append(dict(name=name, type=type(module).__name__, op=op,
-                                action=ACTION_NONDETERMINISTIC,
-                                reason=NONDETERMINISTIC_MMCV_OPS[op]))
-    if deterministic and replace and any(is_mmcv_roi_align(m) for m in model.modules()):
-        replaced = set(replace_roi_align(model))
-        for entry in entries:
-            if entry['name'] in replaced:
-                entry['action'] = ACTION_REPLACED
-                entry['reason'] += '; replaced by mmrepro.ops.DeterministicRoIAlign'
+        listed = _listed_op(module)
+        if listed is not None:
+            entries.append(dict(name=name, type=type(module).__name__, op=listed[0],
+                                action=ACTION_NONDETERMINISTIC, reason=listed[1]))
+    if deterministic and replace:
+        _replace(model, entries)
     remaining = [e for e in entries if e['action'] == ACTION_NONDETERMINISTIC]
     if deterministic and remaining:
-        listing = '; '.join(f"{e['name']} ({e['type']}: {e['op']}, {e['reason']})"
-                            for e in remaining)
-        fix = ('replace these layers with deterministic ones (mmcv.ops.RoIAlign is replaced '
-               'automatically with replace=True), or accept run-to-run differences with '
-               'strict=False (a warning is issued)')
-        message = (f'{len(remaining)} module(s) use mmcv ops that are nondeterministic on '
-                   f'CUDA: {listing}. To fix: {fix}.')
+        listing = '; '.join(f"{e['name']} ({e['type']}: {e['op']}, {e['reason']}; to fix: "
+                            f"{_fix(e, replace)})" for e in remaining)
+        message = (f'{len(remaining)} module(s) use ops that are nondeterministic on '
+                   f'CUDA: {listing}.')
         if strict:
             raise ValueError(f'deterministic=True and strict=True, but {message}')
         warnings.warn(f'deterministic=True, but {message}', stacklevel=2)

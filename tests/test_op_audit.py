@@ -94,10 +94,26 @@ def test_strict_raises_for_unsupported_ops():
     model.dcn = mmcv_ops.DeformConv2dPack(4, 4, 3, padding=1)
     model.head = nn.Sequential(mmcv_ops.RoIAlign(7), mmcv_ops.RoIPool(7, 0.5))
     with pytest.raises(ValueError, match=(
-            r'^deterministic=True and strict=True, but 2 module\(s\) use mmcv ops that are '
-            r'nondeterministic on CUDA: dcn \(DeformConv2dPack: DeformConv2dPack, CUDA '
-            r'backward accumulates with atomicAdd in deformable_col2im .*\); head\.1 '
-            r'\(RoIPool: RoIPool, .*\)\. To fix: replace these layers .*strict=False')):
+            r'^deterministic=True and strict=True, but 1 module\(s\) use ops that are '
+            r'nondeterministic on CUDA: head\.1 \(RoIPool: RoIPool, CUDA backward '
+            r'accumulates with atomicAdd at the argmax \(roi_pool_cuda_kernel\.cuh\); to '
+            r"fix: use RoIAlign \(roi_layer=dict\(type='RoIAlign', \.\.\.\)\), which "
+            r'mmrepro replaces\)\.$')):
+        audit_model(model, deterministic=True, strict=True)
+
+
+def test_unreplaceable_op_names_module_and_generic_fix():
+    model = nn.Sequential(nn.Conv2d(2, 2, 1), mmcv_ops.CARAFENaive(3, 1, 2),
+                          mmcv_ops.PSAMask('collect', (3, 3)))
+    with pytest.raises(ValueError, match=(
+            r'1 module\(s\) use ops that are nondeterministic on CUDA: 1 \(CARAFENaive: '
+            r'CARAFENaive, .*; to fix: use CARAFEPack')):
+        audit_model(model, deterministic=True, strict=True)
+    model = nn.Sequential(mmcv_ops.BorderAlign(4))
+    with pytest.raises(ValueError, match=(
+            r': 0 \(BorderAlign: BorderAlign, .*; to fix: mmrepro has no deterministic '
+            r'replacement: train on CPU for exact results, or accept run-to-run differences '
+            r'on CUDA with strict=False \(a warning is issued\)\)\.$')):
         audit_model(model, deterministic=True, strict=True)
 
 
@@ -106,16 +122,22 @@ def test_non_strict_warns_and_subclasses_are_not_replaced():
         pass
 
     model = nn.Sequential(MyRoIAlign(7), mmcv_ops.ModulatedDeformConv2d(2, 2, 1))
-    with pytest.warns(UserWarning, match=r"0 \(MyRoIAlign: RoIAlign, .*1 \("
-                                         r'ModulatedDeformConv2d: ModulatedDeformConv2d'):
+    with pytest.warns(UserWarning, match=r"1 module\(s\) .*: 0 \(MyRoIAlign: RoIAlign, .*"
+                                         r'to fix: MyRoIAlign subclasses RoIAlign and may '
+                                         r'change its forward, so it is not replaced; use '
+                                         r'RoIAlign itself\)\.$'):
         entries = audit_model(model, deterministic=True)
-    assert [e['action'] for e in entries] == ['nondeterministic-on-cuda'] * 2
+    assert [e['action'] for e in entries] == ['nondeterministic-on-cuda', 'replaced']
+    assert entries[1]['reason'].endswith(
+        '; routed to mmrepro.ops.deformable.deform_conv2d')
     assert type(model[0]) is MyRoIAlign
 
 
 def test_replace_false_keeps_roi_align():
     model = nn.Sequential(mmcv_ops.RoIAlign(7))
-    with pytest.raises(ValueError, match=r'0 \(RoIAlign: RoIAlign.*replace=True'):
+    with pytest.raises(ValueError, match=r'0 \(RoIAlign: RoIAlign.*to fix: keep replace=True '
+                                          r'\(the default\), so that it is replaced by '
+                                          r'mmrepro\.ops\.DeterministicRoIAlign\)'):
         audit_model(model, deterministic=True, strict=True, replace=False)
     assert type(model[0]) is mmcv_ops.RoIAlign
 
