@@ -71,8 +71,13 @@ class SampleLayout:
         return self.row_base.numel()
 
     def tensors(self) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``row_base, level_start, level_h, level_w`` in kernel argument order."""
-        return self.row_base, self.level_start, self.level_h, self.level_w
+        """``row_base, level_start, level_h, level_w`` in kernel argument order.
+
+        Contiguous copies where needed: an expanded tensor can be flattened to a view
+        of stride 0, which a kernel would read past its end.
+        """
+        return tuple(t.contiguous() for t in (self.row_base, self.level_start,
+                                              self.level_h, self.level_w))
 
     def scalars(self) -> Tuple[int, int, int]:
         """``K, P, stride`` in kernel argument order."""

@@ -64,7 +64,8 @@ def grid_sample(input: Tensor, grid: Tensor, align_corners: bool = False) -> Ten
 
 
 def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
-                   sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
+                   sampling_locations: Tensor, attention_weights: Tensor,
+                   grid_sample_rule: bool = False) -> Tensor:
     """Multi-scale deformable attention (mmcv's CUDA op), deterministic.
 
     Args:
@@ -74,6 +75,12 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
         sampling_locations: ``(bs, num_queries, num_heads, L, P, 2)`` normalised
             ``(x, y)``.
         attention_weights: ``(bs, num_queries, num_heads, L, P)``.
+        grid_sample_rule: Compute pixel coordinates and borders as mmcv's PyTorch
+            version does through ``F.grid_sample``, instead of as its CUDA kernel
+            does (``loc * size - 0.5``; a point not strictly inside ``(-1, size)``
+            reads nothing). The results differ only at integer coordinates, where
+            the coordinate gradient has a kink: a different rounding of the same
+            point can pick the other side.
 
     Returns:
         ``(bs, num_queries, num_heads * D)``.
@@ -83,9 +90,13 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     shapes = spatial_shapes.to(sampling_locations.device)
     level_h = shapes[:, 0].view(1, 1, 1, levels, 1)
     level_w = shapes[:, 1].view(1, 1, 1, levels, 1)
-    # mmcv: h_im = loc_h * spatial_h - 0.5 (and the same for w).
-    ys = sampling_locations[..., 1] * level_h - 0.5
-    xs = sampling_locations[..., 0] * level_w - 0.5
+    if grid_sample_rule:  # grid = 2 * loc - 1, then grid_sample's unnormalisation
+        grids = sampling_locations * 2 - 1
+        ys = ((grids[..., 1] + 1) * level_h - 1) / 2
+        xs = ((grids[..., 0] + 1) * level_w - 1) / 2
+    else:  # mmcv's kernel: h_im = loc_h * spatial_h - 0.5 (and the same for w)
+        ys = sampling_locations[..., 1] * level_h - 0.5
+        xs = sampling_locations[..., 0] * level_w - 0.5
     row_base = (_arange(bs, value) * (num_keys * heads)).view(bs, 1, 1) + \
         _arange(heads, value).view(1, 1, heads)
     layout = SampleLayout(
@@ -94,7 +105,7 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
         level_h=shapes[:, 0].to(torch.int32).contiguous(),
         level_w=shapes[:, 1].to(torch.int32).contiguous(),
         row_base=row_base.expand(bs, queries, heads).reshape(-1), stride=heads,
-        num_rows=bs * num_keys * heads, inside=True)
+        num_rows=bs * num_keys * heads, inside=not grid_sample_rule)
     out = bilinear_sample(value.reshape(bs * num_keys * heads, channels), ys, xs,
                           attention_weights, layout)
     return out.view(bs, queries, heads * channels)

@@ -100,7 +100,8 @@ def _msda_pytorch(original: Callable) -> Callable:
         sizes = value_spatial_shapes[:, 0] * value_spatial_shapes[:, 1]
         starts = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]])
         return deformable.ms_deform_attn(value, value_spatial_shapes, starts,
-                                         sampling_locations, attention_weights)
+                                         sampling_locations, attention_weights,
+                                         grid_sample_rule=True)
     return multi_scale_deformable_attn_pytorch
 
 

@@ -1,0 +1,121 @@
+"""mmcv layers and ``point_sample`` routed to mmrepro's ops, only where asked.
+
+Routing applies on CUDA; here ``DEVICES`` gains ``'cpu'`` (with Triton's interpreter,
+set by ``tests/conftest.py``) so the real layers run through the real routers. Each
+test compares a routed model with an untouched copy of it.
+"""
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from mmrepro.op_audit import audit_model
+from mmrepro.ops import DeterministicAdaptiveAvgPool2d, deformable, routing
+
+pytest.importorskip('triton', reason='triton is not installed (tools/setup_env.sh installs '
+                    'triton==3.7.1, whose interpreter runs these kernels on CPU)')
+if not torch.cuda.is_available() and not os.environ.get('TRITON_INTERPRET'):
+    pytest.skip('no CUDA device and TRITON_INTERPRET is unset (tests/conftest.py sets it)',
+                allow_module_level=True)
+mmcv_ops = pytest.importorskip('mmcv.ops', reason='mmcv with compiled ops is not installed')
+
+
+class _Net(nn.Module):
+    """One of each routed layer, plus point_sample and an adaptive pool."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.dcn = mmcv_ops.DeformConv2dPack(4, 4, 3, padding=1)
+        self.dcn2 = mmcv_ops.ModulatedDeformConv2dPack(4, 8, 3, padding=1)
+        for conv in (self.dcn.conv_offset, self.dcn2.conv_offset):
+            nn.init.normal_(conv.weight, std=0.3)  # mmcv starts offsets at zero
+        self.attn = mmcv_ops.MultiScaleDeformableAttention(8, num_heads=2, num_levels=1,
+                                                           num_points=2, batch_first=True,
+                                                           dropout=0.0)
+        self.pool = nn.AdaptiveAvgPool2d((2, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feat = self.dcn2(self.dcn(x))
+        n, c, h, w = feat.shape
+        query = feat.flatten(2).transpose(1, 2)
+        ys, xs = torch.meshgrid(torch.linspace(0.1, 0.9, h), torch.linspace(0.1, 0.9, w),
+                                indexing='ij')
+        ref = torch.stack([xs, ys], -1).view(1, h * w, 1, 2).expand(n, -1, -1, -1)
+        attended = self.attn(query, value=query, reference_points=ref,
+                             spatial_shapes=torch.tensor([[h, w]]),
+                             level_start_index=torch.tensor([0]))
+        feat = attended.transpose(1, 2).reshape(n, c, h, w)
+        points = torch.rand(n, 5, 2, generator=torch.Generator().manual_seed(1))
+        sampled = mmcv_ops.point_sample(feat, points)
+        return torch.cat([self.pool(feat).flatten(1), sampled.flatten(1)], 1)
+
+
+@pytest.fixture
+def on_cpu(monkeypatch):
+    monkeypatch.setattr(routing, 'DEVICES', {'cuda', 'cpu'})
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Counts of calls into mmrepro's ops (spies around the real functions)."""
+    counts = {}
+    for name in ('deform_conv2d', 'ms_deform_attn', 'grid_sample'):
+        real = getattr(deformable, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            counts[_name] = counts.get(_name, 0) + 1
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(deformable, name, spy)
+    return counts
+
+
+def _run(model: nn.Module) -> list:
+    x = torch.randn(2, 4, 5, 6, generator=torch.Generator().manual_seed(2))
+    out = model(x)
+    weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
+    (out * weight).sum().backward()
+    return [out.detach()] + [p.grad for p in model.parameters()]
+
+
+def test_routed_model_matches_original_and_keeps_its_state_dict(on_cpu, calls):
+    original = _Net()
+    model = copy.deepcopy(original)
+    entries = audit_model(model, deterministic=True, strict=True)
+    assert [(e['name'], e['action']) for e in entries] == [
+        ('dcn', 'replaced'), ('dcn2', 'replaced'), ('attn', 'replaced'), ('pool', 'replaced')]
+    assert entries[2]['reason'].endswith('; routed to mmrepro.ops.deformable.ms_deform_attn')
+    assert type(model.pool) is DeterministicAdaptiveAvgPool2d
+    state, state0 = model.state_dict(), original.state_dict()
+    assert list(state) == list(state0)
+    assert all(torch.equal(state[k], state0[k]) for k in state)
+
+    ours, theirs = _run(model), _run(original)
+    assert calls == {'deform_conv2d': 2, 'ms_deform_attn': 1, 'grid_sample': 1}
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert _run(copy.deepcopy(original)) and calls['deform_conv2d'] == 2  # copy: not routed
+
+
+def test_no_routing_outside_the_model_forward_or_without_grad(on_cpu, calls):
+    model = _Net()
+    audit_model(model, deterministic=True)
+    x = torch.randn(1, 4, 5, 6, requires_grad=True)
+    offset = torch.zeros(1, 18, 5, 6, requires_grad=True)
+    mmcv_ops.deform_conv2d(x, offset, model.dcn.weight, 1, 1)
+    with torch.no_grad():
+        model(x)
+    assert calls == {}
+    model(x)
+    assert calls['deform_conv2d'] == 2
+
+
+def test_no_routing_off_the_listed_devices(calls):
+    model = _Net()
+    audit_model(model, deterministic=True)
+    model(torch.randn(1, 4, 5, 6))
+    assert calls == {}
