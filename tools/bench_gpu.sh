@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Issue 12's GPU measurements, side by side in one run each, into one results file:
-# RoIAlign forward+backward (DeterministicRoIAlign vs mmcv's CUDA op), and training
-# throughput with deterministic mode on vs off (R50-FPN, 1333x800, Faster and Mask R-CNN).
+# Issues 12 and 15's GPU measurements, side by side in one run each, into one results
+# file: RoIAlign forward+backward (DeterministicRoIAlign vs mmcv's CUDA op), the
+# deformable ops and adaptive pooling vs the originals, and training throughput with
+# deterministic mode on vs off (R50-FPN, 1333x800, Faster and Mask R-CNN). The support
+# matrix is separate: python3 tools/support_matrix.py (about 10 minutes on one GPU).
 #   bash tools/bench_gpu.sh [OUT_FILE]     (default benchmarks/results/gpu_<device>.md)
 # Python: $PYTHON, else python3. On the lent GPU machine, `source .gpu/device_setup.sh`.
 set -euo pipefail
@@ -16,6 +18,9 @@ out="${1:-benchmarks/results/gpu_${name}.md}"
   echo '```'
   echo "\$ $py benchmarks/bench_roi_align.py --device cuda --reps 21"
   "$py" benchmarks/bench_roi_align.py --device cuda --reps 21
+  echo
+  echo "\$ $py benchmarks/bench_deformable.py --reps 21"
+  "$py" benchmarks/bench_deformable.py --reps 21
   echo
   echo "\$ $py benchmarks/bench_deterministic.py --device cuda --depth 50 --scale 1333 800" \
        "--models 'Faster R-CNN' 'Mask R-CNN' --rounds 5 --block 6"

@@ -279,20 +279,24 @@ def mmcv_op_audit(cfg: Any) -> Optional[List[Dict[str, str]]]:
         return audit_model(model, deterministic=True, strict=False, replace=True)
 
 
-def _report_nondeterminism(cfg: Any, logs: Dict[str, str]) -> List[str]:
+def _report_nondeterminism(cfg: Any, logs: Dict[str, str],
+                           result: Optional[Dict[str, Any]] = None) -> List[str]:
+    result = {} if result is None else result
+    result.update(alerts={}, audit=None)
     if not _deterministic(cfg):
         return ['nondeterministic operations: not reported (randomness.deterministic is '
                 'False; pass --cfg-options randomness.deterministic=True to list them)']
     lines = ['nondeterministic operations (deterministic mode, warn_only=True):']
-    alerts = pytorch_alerts(logs)
+    alerts = result['alerts'] = pytorch_alerts(logs)
     if alerts:
         lines += [f'  PyTorch: {op} (in {", ".join(runs)})' for op, runs in alerts.items()]
     else:
         lines.append('  PyTorch: none reported')
     try:
-        entries = mmcv_op_audit(cfg)
+        entries = result['audit'] = mmcv_op_audit(cfg)
     except Exception as err:  # the audit is informative; never fail the check on it
-        lines.append(f'  mmcv ops: audit failed ({type(err).__name__}: {err})')
+        result['audit'] = f'audit failed ({type(err).__name__}: {err})'
+        lines.append(f"  mmcv ops: {result['audit']}")
         return lines
     if entries is None:
         lines.append('  mmcv ops: not audited (mmrepro.op_audit is not available)')
@@ -304,8 +308,17 @@ def _report_nondeterminism(cfg: Any, logs: Dict[str, str]) -> List[str]:
     return lines
 
 
-def run_check(args: argparse.Namespace) -> int:
-    """Train, compare, print; return the exit status (0 identical, 1 diverged)."""
+def run_check(args: argparse.Namespace, result: Optional[Dict[str, Any]] = None) -> int:
+    """Train, compare, print; return the exit status (0 identical, 1 diverged).
+
+    Args:
+        args: Parsed and validated arguments.
+        result: If given, filled with what the check found, for callers that tabulate
+            it (the support matrix): ``work_dir``, ``log_dirs`` (run name -> log dir),
+            ``failed`` (descriptions of the runs that diverged), ``alerts`` (PyTorch
+            operation -> runs) and ``audit`` (:func:`mmcv_op_audit`'s entries or an
+            error string).
+    """
     cfg = load_config(args.config, args.cfg_options)
     args.work_dir = args.work_dir or osp.join(
         'work_dirs', 'check_repro', osp.splitext(osp.basename(args.config))[0])
@@ -346,9 +359,11 @@ def run_check(args: argparse.Namespace) -> int:
                 f'diverges at iteration {diff.iteration}' if diff.common else
                 'has no iteration in common with run_a'))
     print()
-    for line in _report_nondeterminism(cfg, logs):
+    for line in _report_nondeterminism(cfg, logs, result):
         print(line)
     print()
+    if result is not None:
+        result.update(work_dir=args.work_dir, log_dirs=log_dirs, failed=failed)
     if failed:
         print(f'result: NOT REPRODUCIBLE: {"; ".join(failed)}')
         return 1

@@ -1,0 +1,7 @@
+# Deformable DETR R18 (mmcv MultiScaleDeformableAttention), 1+2 layers, 30 queries.
+# mmdet 3.3's config, random init, small model and data (configs/zoo/_base_/zoo_tiny.py).
+_base_ = ['mmdet::deformable_detr/deformable-detr_r50_16xb2-50e_coco.py', './_base_/zoo_tiny.py']
+model = dict(backbone={{_base_.zoo_r18}}, neck=dict(in_channels=[128, 256, 512]),
+    encoder=dict(num_layers=1), decoder=dict(num_layers=2), num_queries=30)
+train_dataloader = dict(batch_size=2, num_workers=2, dataset={{_base_.zoo_dataset}})
+val_dataloader = val_cfg = val_evaluator = test_dataloader = test_cfg = test_evaluator = None

@@ -1,0 +1,6 @@
+# RTMDet-tiny: CSPNeXt with channel attention (AdaptiveAvgPool2d), cached mosaic, EMA.
+# mmdet 3.3's config, random init, small model and data (configs/zoo/_base_/zoo_tiny.py).
+_base_ = ['mmdet::rtmdet/rtmdet_tiny_8xb32-300e_coco.py', './_base_/zoo_tiny.py']
+model = dict(backbone=dict(init_cfg=None))
+train_dataloader = dict(batch_size=2, num_workers=2, dataset={{_base_.zoo_rtmdet_dataset}})
+val_dataloader = val_cfg = val_evaluator = test_dataloader = test_cfg = test_evaluator = None

@@ -1,0 +1,120 @@
+"""The model zoo: every family's mmdet config trains bit-exactly (the support matrix).
+
+One session-scoped call of :func:`check_families` runs ``check_repro`` on all twelve
+zoo configs (two runs each through ``tools/train.py``, two families at a time); the
+per-family tests read its results.
+"""
+from __future__ import annotations
+
+import os.path as osp
+
+import pytest
+from mmengine.config import Config
+
+from mmrepro.cli import support_matrix as sm
+
+#: What the audit replaces in each family (and nothing stays nondeterministic).
+REPLACED = {
+    'faster-rcnn': ['RoIAlign x4'],
+    'mask-rcnn': ['RoIAlign x8'],
+    'cascade-rcnn': ['RoIAlign x4'],
+    'retinanet': [],
+    'fcos': [],
+    'atss': [],
+    'yolox': [],
+    'rtmdet': ['AdaptiveAvgPool2d x4'],
+    'dcn-faster-rcnn': ['DeformConv2dPack x13', 'RoIAlign x4'],
+    'deformable-detr': ['MultiScaleDeformableAttention x3'],
+    'dino': ['MultiScaleDeformableAttention x3'],
+    'mask2former': ['Mask2FormerHead x1', 'MultiScaleDeformableAttention x1'],
+}
+#: Every run reads its data from the session's generated dataset, one process per run.
+RUN_OPTIONS = ('train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=False')
+
+
+def _values(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key
+            yield from _values(value)
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            yield from _values(value)
+    else:
+        yield node
+
+
+@pytest.mark.parametrize('family', sm.FAMILIES)
+def test_zoo_config_inherits_mmdet_and_downloads_nothing(family, data_root, monkeypatch):
+    monkeypatch.setenv(sm.DATA_ENV, data_root + '/')
+    path = sm.config_path(family)
+    with open(path) as f:
+        assert f"_base_ = ['mmdet::{sm._mmdet_base(family)}', './_base_/zoo_tiny.py']" in f.read()
+    cfg = Config.fromfile(path)
+    assert cfg.custom_imports == dict(imports=['mmrepro'], allow_failed_imports=False)
+    assert cfg.randomness == dict(seed=0, deterministic=True)
+    assert cfg.get('load_from') is None
+    values = list(_values(cfg.model.to_dict()))
+    assert 'Pretrained' not in values and not any(
+        isinstance(v, str) and v.startswith(('http', 'torchvision://', 'open-mmlab://'))
+        for v in values)
+    dataset = cfg.train_dataloader.dataset
+    dataset = dataset.get('dataset', dataset)  # YOLOX's MultiImageMixDataset
+    assert dataset.data_root == data_root + '/'
+
+
+@pytest.fixture(scope='session')
+def zoo_results(tmp_path_factory, data_root):
+    results = sm.check_families(sm.FAMILIES, iters=2, jobs=2, data_root=data_root,
+                                work_dir=str(tmp_path_factory.mktemp('zoo')),
+                                cfg_options=RUN_OPTIONS)
+    return {r.family: r for r in results}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', sm.FAMILIES)
+def test_family_trains_bit_exactly_on_cpu(family, zoo_results):
+    result = zoo_results[family]
+    assert result.error is None
+    assert result.identical and result.weights_identical and result.bit_exact
+    assert result.replaced == REPLACED[family]
+    assert result.remaining == [] and result.alerts == []
+    assert result.device == 'cpu' and result.speed_ratio is None
+
+
+@pytest.mark.slow
+def test_table_rows(zoo_results):
+    table = sm.format_table([zoo_results['rtmdet'], zoo_results['mask2former']]).splitlines()
+    assert table[0].startswith('| family | mmdet 3.3 config | bit-exact |')
+    assert table[2] == ('| rtmdet | `rtmdet/rtmdet_tiny_8xb32-300e_coco.py` | yes | '
+                        'AdaptiveAvgPool2d x4 | none | none | n/a |')
+    assert table[3] == ('| mask2former | `mask2former/mask2former_r50_8xb2-lsj-50e_coco.py` | '
+                        'yes | Mask2FormerHead x1, MultiScaleDeformableAttention x1 | none | '
+                        'none | n/a |')
+
+
+@pytest.mark.slow
+def test_cli_writes_the_table(tmp_path, data_root, capsys):
+    out = tmp_path / 'matrix.md'
+    status = sm.main(['--families', 'fcos', '--iters', '2', '--data-root', data_root,
+                      '--work-dir', str(tmp_path / 'work'), '--out', str(out),
+                      '--cfg-options', *RUN_OPTIONS])
+    assert status == 0
+    text = out.read_text()
+    assert text.startswith('# Support matrix on cpu\n\nMeasured by `python '
+                           'tools/support_matrix.py --iters 2`: torch ')
+    assert text.endswith('| fcos | `fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py` | yes | - | '
+                         'none | none | n/a |\n')
+    assert osp.isfile(tmp_path / 'work' / 'fcos' / 'run_b' / 'iter_2.pth')
+    assert 'fcos: bit-exact' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['--families', 'yolo'], "unknown family 'yolo'; expected one of faster-rcnn, "),
+    (['--iters', '1'], '--iters must be >= 2 (the first iteration is not timed), got 1'),
+    (['--jobs', '0'], '--jobs must be >= 1, got 0'),
+])
+def test_bad_arguments_are_named(argv, message, capsys):
+    assert sm.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('support_matrix: error: ') and message in err
