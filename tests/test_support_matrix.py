@@ -17,7 +17,7 @@ from mmrepro.cli import support_matrix as sm
 REPLACED = {
     'faster-rcnn': ['RoIAlign x4'],
     'mask-rcnn': ['RoIAlign x8'],
-    'cascade-rcnn': ['RoIAlign x4'],
+    'cascade-rcnn': ['RoIAlign x12'],
     'retinanet': [],
     'fcos': [],
     'atss': [],
