@@ -6,6 +6,7 @@ per-family tests read its results.
 """
 from __future__ import annotations
 
+import os
 import os.path as osp
 
 import pytest
@@ -102,7 +103,8 @@ def test_cli_writes_the_table(tmp_path, data_root, capsys):
     assert status == 0
     text = out.read_text()
     assert text.startswith('# Support matrix on cpu\n\nMeasured by `python '
-                           'tools/support_matrix.py --iters 2`: torch ')
+                           'tools/support_matrix.py --iters 2 --jobs 1` on ')
+    assert f' {os.cpu_count()} CPU cores: torch ' in text.splitlines()[2]
     assert text.endswith('| fcos | `fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py` | yes | - | '
                          'none | none | n/a |\n')
     assert osp.isfile(tmp_path / 'work' / 'fcos' / 'run_b' / 'iter_2.pth')

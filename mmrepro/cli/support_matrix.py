@@ -263,7 +263,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                              args.jobs, args.cfg_options)
     table = format_table(results)
     header = (f'# Support matrix on {device}\n\nMeasured by `python tools/support_matrix.py '
-              f'--iters {args.iters}`: torch {torch.__version__}, CUDA '
+              f'--iters {args.iters} --jobs {args.jobs}` on {time.strftime("%Y-%m-%d")}, '
+              f'{os.cpu_count()} CPU cores: torch {torch.__version__}, CUDA '
               f'{torch.version.cuda or "n/a"}, Python {platform.python_version()}.\n\n')
     out = args.out or osp.join(REPO, 'benchmarks', 'results',
                                f"support_matrix_{device.replace(' ', '_').lower()}.md")
