@@ -35,6 +35,7 @@ import triton.language as tl
 __all__ = ['entries_kernel', 'forward_kernel', 'sample_grads_kernel']
 
 
+
 @triton.jit
 def _corners(y, x, height, width, INSIDE: tl.constexpr):
     """Low corner, fractions and the validity of each of the four corners."""
@@ -54,6 +55,7 @@ def _corners(y, x, height, width, INSIDE: tl.constexpr):
         ok_yh = ok_yh & inside
     return y_low, x_low, ly, lx, ok_yl & ok_xl, ok_yl & ok_xh, ok_yh & ok_xl, ok_yh & ok_xh
 
+
 @triton.jit
 def _sample_site(s, K, P, level_start, level_h, level_w, row_base, stride, live):
     """Output row, map size and the table row of pixel (0, 0) of sample ``s``."""
@@ -64,6 +66,44 @@ def _sample_site(s, K, P, level_start, level_h, level_w, row_base, stride, live)
     origin = tl.load(row_base + o, mask=live, other=0) + \
         tl.load(level_start + level, mask=live, other=0).to(tl.int64) * stride
     return o, height, width, origin
+
+
+@triton.jit
+def _site_corners(s, ys, xs, K, P, level_start, level_h, level_w, row_base, stride, live,
+                  INSIDE: tl.constexpr):
+    """:func:`_sample_site` and :func:`_corners` of the samples ``s``."""
+    o, height, width, origin = _sample_site(s, K, P, level_start, level_h, level_w,
+                                           row_base, stride, live)
+    y = tl.load(ys + s, mask=live, other=-2.0)
+    x = tl.load(xs + s, mask=live, other=-2.0)
+    y_low, x_low, ly, lx, ok00, ok01, ok10, ok11 = _corners(y, x, height, width, INSIDE)
+    return o, width, origin, y_low, x_low, ly, lx, ok00, ok01, ok10, ok11
+
+
+@triton.jit
+def _gather4(table, p00, stride, width, channels, d, d_live, ok00, ok01, ok10, ok11,
+             ACC: tl.constexpr):
+    """The four corner rows (a block of channels ``d``) around table row ``p00``."""
+    p10 = p00 + width.to(tl.int64) * stride
+    v00 = tl.load(table + (p00 * channels)[:, None] + d[None, :],
+                  mask=ok00[:, None] & d_live, other=0.0).to(ACC)
+    v01 = tl.load(table + ((p00 + stride) * channels)[:, None] + d[None, :],
+                  mask=ok01[:, None] & d_live, other=0.0).to(ACC)
+    v10 = tl.load(table + (p10 * channels)[:, None] + d[None, :],
+                  mask=ok10[:, None] & d_live, other=0.0).to(ACC)
+    v11 = tl.load(table + ((p10 + stride) * channels)[:, None] + d[None, :],
+                  mask=ok11[:, None] & d_live, other=0.0).to(ACC)
+    return v00, v01, v10, v11
+
+
+@triton.jit
+def _blend(ly, lx, v00, v01, v10, v11):
+    """Bilinear interpolation of the corner rows (mmcv's order of the four terms)."""
+    hy = 1.0 - ly
+    hx = 1.0 - lx
+    return (hy * hx)[:, None] * v00 + (hy * lx)[:, None] * v01 + \
+        (ly * hx)[:, None] * v10 + (ly * lx)[:, None] * v11
+
 
 @triton.jit(do_not_specialize=['rows_out', 'K', 'P', 'stride'])
 def forward_kernel(table, ys, xs, mult, row_base, level_start, level_h, level_w, out,
@@ -86,20 +126,10 @@ def forward_kernel(table, ys, xs, mult, row_base, level_start, level_h, level_w,
         x = tl.load(xs + s, mask=live, other=-2.0)
         y_low, x_low, ly, lx, ok00, ok01, ok10, ok11 = _corners(y, x, height, width,
                                                                INSIDE)
-        hy = 1.0 - ly
-        hx = 1.0 - lx
         p00 = origin + (y_low.to(tl.int64) * width + x_low) * stride
-        v00 = tl.load(table + (p00 * channels)[:, None] + d[None, :],
-                      mask=ok00[:, None] & d_live, other=0.0).to(ACC)
-        v01 = tl.load(table + ((p00 + stride) * channels)[:, None] + d[None, :],
-                      mask=ok01[:, None] & d_live, other=0.0).to(ACC)
-        p10 = p00 + width.to(tl.int64) * stride
-        v10 = tl.load(table + (p10 * channels)[:, None] + d[None, :],
-                      mask=ok10[:, None] & d_live, other=0.0).to(ACC)
-        v11 = tl.load(table + ((p10 + stride) * channels)[:, None] + d[None, :],
-                      mask=ok11[:, None] & d_live, other=0.0).to(ACC)
-        val = (hy * hx)[:, None] * v00 + (hy * lx)[:, None] * v01 + \
-            (ly * hx)[:, None] * v10 + (ly * lx)[:, None] * v11
+        v00, v01, v10, v11 = _gather4(table, p00, stride, width, channels, d, d_live, ok00,
+                                      ok01, ok10, ok11, ACC)
+        val = _blend(ly, lx, v00, v01, v10, v11)
         if HAS_MULT:
             m = tl.load(mult + s, mask=live, other=0.0)
             val = m[:, None] * val
@@ -107,17 +137,15 @@ def forward_kernel(table, ys, xs, mult, row_base, level_start, level_h, level_w,
     tl.store(out + (o.to(tl.int64) * channels)[:, None] + d[None, :],
              acc.to(out.dtype.element_ty), mask=live[:, None] & d_live)
 
+
 @triton.jit(do_not_specialize=['total', 'K', 'P', 'stride'])
 def entries_kernel(ys, xs, mult, row_base, level_start, level_h, level_w, keys, rows,
                    weights, total, K, P, stride, HAS_MULT: tl.constexpr,
                    INSIDE: tl.constexpr, BLOCK: tl.constexpr):
     s = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     live = s < total
-    o, height, width, origin = _sample_site(s, K, P, level_start, level_h, level_w,
-                                           row_base, stride, live)
-    y = tl.load(ys + s, mask=live, other=-2.0)
-    x = tl.load(xs + s, mask=live, other=-2.0)
-    y_low, x_low, ly, lx, ok00, ok01, ok10, ok11 = _corners(y, x, height, width, INSIDE)
+    o, width, origin, y_low, x_low, ly, lx, ok00, ok01, ok10, ok11 = _site_corners(
+        s, ys, xs, K, P, level_start, level_h, level_w, row_base, stride, live, INSIDE)
     m = tl.load(mult + s, mask=live, other=0.0) if HAS_MULT else 1.0
     hy = 1.0 - ly
     hx = 1.0 - lx
@@ -133,6 +161,7 @@ def entries_kernel(ys, xs, mult, row_base, level_start, level_h, level_w, keys, 
         tl.store(rows + s * 4 + corner, o.to(tl.int32), mask=live)
         tl.store(weights + s * 4 + corner, tl.where(ok, m * (wy * wx), 0.0), mask=live)
 
+
 @triton.jit(do_not_specialize=['total', 'K', 'P', 'stride'])
 def sample_grads_kernel(table, grad_out, ys, xs, mult, row_base, level_start, level_h,
                         level_w, grad_y, grad_x, grad_mult, total, channels, K, P,
@@ -141,15 +170,11 @@ def sample_grads_kernel(table, grad_out, ys, xs, mult, row_base, level_start, le
                         ACC: tl.constexpr):
     s = tl.program_id(0).to(tl.int64) * BLOCK_S + tl.arange(0, BLOCK_S)
     live = s < total
-    o, height, width, origin = _sample_site(s, K, P, level_start, level_h, level_w,
-                                           row_base, stride, live)
-    y = tl.load(ys + s, mask=live, other=-2.0)
-    x = tl.load(xs + s, mask=live, other=-2.0)
-    y_low, x_low, ly, lx, ok00, ok01, ok10, ok11 = _corners(y, x, height, width, INSIDE)
+    o, width, origin, y_low, x_low, ly, lx, ok00, ok01, ok10, ok11 = _site_corners(
+        s, ys, xs, K, P, level_start, level_h, level_w, row_base, stride, live, INSIDE)
     hy = 1.0 - ly
     hx = 1.0 - lx
     p00 = origin + (y_low.to(tl.int64) * width + x_low) * stride
-    p10 = p00 + width.to(tl.int64) * stride
     g_row = o * channels
     acc_m = tl.zeros([BLOCK_S], dtype=ACC)
     acc_y = tl.zeros([BLOCK_S], dtype=ACC)
@@ -159,16 +184,9 @@ def sample_grads_kernel(table, grad_out, ys, xs, mult, row_base, level_start, le
         d_live = (d < channels)[None, :]
         g = tl.load(grad_out + g_row[:, None] + d[None, :],
                     mask=live[:, None] & d_live, other=0.0).to(ACC)
-        v00 = tl.load(table + (p00 * channels)[:, None] + d[None, :],
-                      mask=ok00[:, None] & d_live, other=0.0).to(ACC)
-        v01 = tl.load(table + ((p00 + stride) * channels)[:, None] + d[None, :],
-                      mask=ok01[:, None] & d_live, other=0.0).to(ACC)
-        v10 = tl.load(table + (p10 * channels)[:, None] + d[None, :],
-                      mask=ok10[:, None] & d_live, other=0.0).to(ACC)
-        v11 = tl.load(table + ((p10 + stride) * channels)[:, None] + d[None, :],
-                      mask=ok11[:, None] & d_live, other=0.0).to(ACC)
-        val = (hy * hx)[:, None] * v00 + (hy * lx)[:, None] * v01 + \
-            (ly * hx)[:, None] * v10 + (ly * lx)[:, None] * v11
+        v00, v01, v10, v11 = _gather4(table, p00, stride, width, channels, d, d_live, ok00,
+                                      ok01, ok10, ok11, ACC)
+        val = _blend(ly, lx, v00, v01, v10, v11)
         d_y = -hx[:, None] * v00 - lx[:, None] * v01 + hx[:, None] * v10 + \
             lx[:, None] * v11
         d_x = -hy[:, None] * v00 + hy[:, None] * v01 - ly[:, None] * v10 + \

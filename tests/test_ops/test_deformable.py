@@ -8,19 +8,14 @@ float64.
 """
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 import torch.nn.functional as F
+from repro_utils import skip_unless_triton_kernels_run
 
 from mmrepro.ops import deformable
 
-pytest.importorskip('triton', reason='triton is not installed (tools/setup_env.sh installs '
-                    'triton==3.7.1, whose interpreter runs these kernels on CPU)')
-if not torch.cuda.is_available() and not os.environ.get('TRITON_INTERPRET'):
-    pytest.skip('no CUDA device and TRITON_INTERPRET is unset (tests/conftest.py sets it)',
-                allow_module_level=True)
+skip_unless_triton_kernels_run()
 mmcv_ops = pytest.importorskip('mmcv.ops', reason='mmcv with compiled ops is not installed')
 msda_pytorch = mmcv_ops.multi_scale_deform_attn.multi_scale_deformable_attn_pytorch
 

@@ -11,15 +11,12 @@ import math
 
 import pytest
 import torch
+from repro_utils import skip_unless_triton_kernels_run
 
 from mmrepro.ops.roi_align import _roi_geometry
 from mmrepro.ops.roi_align_kernels import build_entries, csr_rows, roi_align_backward
 
-pytest.importorskip('triton', reason='triton is not installed (tools/setup_env.sh installs '
-                    'triton==3.7.1, whose interpreter runs these kernels on CPU)')
-if not torch.cuda.is_available() and not __import__('os').environ.get('TRITON_INTERPRET'):
-    pytest.skip('no CUDA device and TRITON_INTERPRET is unset (tests/conftest.py sets it)',
-                allow_module_level=True)
+skip_unless_triton_kernels_run()
 
 DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'
 #: Boxes on a 2-image 7x9 map at scale 0.5: inside, partly and wholly outside,

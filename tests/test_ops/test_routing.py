@@ -7,20 +7,16 @@ test compares a routed model with an untouched copy of it.
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 import torch
+from repro_utils import skip_unless_triton_kernels_run
 from torch import nn
 
 from mmrepro.op_audit import audit_model
 from mmrepro.ops import DeterministicAdaptiveAvgPool2d, deformable, routing
 
-pytest.importorskip('triton', reason='triton is not installed (tools/setup_env.sh installs '
-                    'triton==3.7.1, whose interpreter runs these kernels on CPU)')
-if not torch.cuda.is_available() and not os.environ.get('TRITON_INTERPRET'):
-    pytest.skip('no CUDA device and TRITON_INTERPRET is unset (tests/conftest.py sets it)',
-                allow_module_level=True)
+skip_unless_triton_kernels_run()
 mmcv_ops = pytest.importorskip('mmcv.ops', reason='mmcv with compiled ops is not installed')
 
 
