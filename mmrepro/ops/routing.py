@@ -113,6 +113,8 @@ def _point_sample(original: Callable) -> Callable:
         if not (default and routed(input, points)):
             return original(input, points, align_corners=align_corners, **kwargs)
         grid = points.unsqueeze(2) if points.dim() == 3 else points
+        if torch.is_autocast_enabled(input.device.type):
+            input = input.float()  # autocast runs grid_sample in float32
         out = deformable.grid_sample(input, grid * 2.0 - 1.0, align_corners)
         return out.squeeze(3) if points.dim() == 3 else out
     return point_sample

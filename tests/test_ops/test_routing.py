@@ -115,3 +115,20 @@ def test_no_routing_off_the_listed_devices(calls):
     audit_model(model, deterministic=True)
     model(torch.randn(1, 4, 5, 6))
     assert calls == {}
+
+
+def test_point_sample_keeps_autocast_float32(on_cpu, calls):
+    feat = torch.randn(2, 3, 6, 7, requires_grad=True)
+    points = torch.rand(2, 5, 2, generator=torch.Generator().manual_seed(4))
+
+    class Head(nn.Module):
+        def forward(self, x):
+            return mmcv_ops.point_sample(x.bfloat16(), points)
+
+    head = Head()
+    routing.activate(head)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        ours, theirs = head(feat), mmcv_ops.point_sample(feat.bfloat16(), points)
+    assert calls == {'grid_sample': 1}
+    assert ours.dtype == theirs.dtype == torch.float32
+    torch.testing.assert_close(ours, theirs)
