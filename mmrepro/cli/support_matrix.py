@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import io
 import json
 import os
@@ -113,8 +114,8 @@ def _final_weights_identical(work_dir: str, iters: int) -> bool:
 
 
 def check_family(family: str, iters: int, work_dir: str, data_root: str,
-                 speed: Optional[bool] = None,
-                 cfg_options: Sequence[str] = ()) -> FamilyResult:
+                 speed: Optional[bool] = None, cfg_options: Sequence[str] = (),
+                 keep_checkpoints: bool = True) -> FamilyResult:
     """Run ``check_repro`` on ``family``'s zoo config and tabulate what it found.
 
     Args:
@@ -124,6 +125,8 @@ def check_family(family: str, iters: int, work_dir: str, data_root: str,
         data_root: The generated tiny COCO data (:func:`mmrepro.demo.make_tiny_coco`).
         speed: Also time a nondeterministic run; default: on CUDA only.
         cfg_options: ``KEY=VALUE`` overrides for every run (``--cfg-options``).
+        keep_checkpoints: False deletes the runs' checkpoints once compared (a
+            Cascade R-CNN pair is about 0.9 GB).
 
     Returns:
         The family's row. A run that fails is reported in ``error``, not raised.
@@ -141,6 +144,9 @@ def check_family(family: str, iters: int, work_dir: str, data_root: str,
         status = check_repro.run_check(args, found)
         result.identical = status == 0
         result.weights_identical = _final_weights_identical(args.work_dir, iters)
+        if not keep_checkpoints:
+            for path in glob.glob(osp.join(args.work_dir, '*', '*.pth')):
+                os.remove(path)
         if speed:
             result.speed_ratio = _speed_ratio(args.work_dir, found['log_dirs']['run_a'])
     except (ValueError, RuntimeError, OSError, KeyError) as err:
@@ -162,7 +168,8 @@ def check_family(family: str, iters: int, work_dir: str, data_root: str,
 
 def check_families(families: Sequence[str], iters: int, work_dir: str, data_root: str,
                    jobs: int = 1, cfg_options: Sequence[str] = (),
-                   progress: Optional[TextIO] = None) -> List[FamilyResult]:
+                   progress: Optional[TextIO] = None,
+                   keep_checkpoints: bool = True) -> List[FamilyResult]:
     """:func:`check_family` for each family, ``jobs`` at a time.
 
     With ``jobs > 1`` the families' runs share the CPU cores (each training process
@@ -177,7 +184,8 @@ def check_families(families: Sequence[str], iters: int, work_dir: str, data_root
 
     def one(family: str) -> FamilyResult:
         start = time.perf_counter()
-        result = check_family(family, iters, work_dir, data_root, speed, cfg_options)
+        result = check_family(family, iters, work_dir, data_root, speed, cfg_options,
+                              keep_checkpoints)
         state = 'bit-exact' if result.bit_exact else f'NOT bit-exact {result.error or ""}'
         print(f'{family}: {state} ({time.perf_counter() - start:.0f} s)', file=progress,
               flush=True)
@@ -236,6 +244,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         'column needs 1)')
     parser.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
                         help='overrides for every run, as in tools/train.py')
+    parser.add_argument('--discard-checkpoints', action='store_true',
+                        help="delete each family's checkpoints once compared")
     parser.add_argument('--out', default=None,
                         help='Markdown file to write (default: benchmarks/results/'
                         'support_matrix_<device>.md)')
@@ -260,7 +270,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     make_tiny_coco(args.data_root)
     device = device_name()
     results = check_families(args.families, args.iters, args.work_dir, args.data_root,
-                             args.jobs, args.cfg_options)
+                             args.jobs, args.cfg_options,
+                             keep_checkpoints=not args.discard_checkpoints)
     table = format_table(results)
     header = (f'# Support matrix on {device}\n\nMeasured by `python tools/support_matrix.py '
               f'--iters {args.iters} --jobs {args.jobs}` on {time.strftime("%Y-%m-%d")}, '
