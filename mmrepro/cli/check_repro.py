@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -34,6 +35,10 @@ from ..run_record import RunRecordError, diff_records, find_log_dir, load_run_re
 from ..trace import TRACE_NAME, TraceError, compare_traces, describe_diff, read_trace
 
 PROG = 'check_repro'
+#: Serialises the in-process steps (config parsing, the model audit) for callers that
+#: check several configs from threads: MMEngine's ``Config.fromfile`` pushes and pops
+#: ``sys.path`` and ``sys.modules`` entries, and building a model sets the default scope.
+IN_PROCESS_LOCK = threading.Lock()
 #: PyTorch's warning for an operation without a deterministic implementation.
 ALERT = re.compile(r'([\w.:<>]+) does not have a deterministic implementation')
 #: Seed used when the config has none (a seedless config never reruns identically).
@@ -136,7 +141,8 @@ def load_config(path: str, options: List[str]) -> Any:
     """
     from mmengine.config import Config
     try:
-        cfg = Config.fromfile(path)
+        with IN_PROCESS_LOCK:
+            cfg = Config.fromfile(path)
     except Exception as err:
         raise ValueError(f'cannot load config {path!r}: {type(err).__name__}: {err}') from None
     if options:
@@ -272,9 +278,9 @@ def mmcv_op_audit(cfg: Any) -> Optional[List[Dict[str, str]]]:
     except ImportError:
         return None
     from mmengine.registry import MODELS, init_default_scope
-    init_default_scope(cfg.get('default_scope', 'mmdet'))
-    model = MODELS.build(cfg.model)
-    with warnings.catch_warnings():
+    with IN_PROCESS_LOCK, warnings.catch_warnings():
+        init_default_scope(cfg.get('default_scope', 'mmdet'))
+        model = MODELS.build(cfg.model)
         warnings.simplefilter('ignore')
         return audit_model(model, deterministic=True, strict=False, replace=True)
 
