@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .csr_kernels import compute_dtype, csr_rows, csr_sum
+from .csr_kernels import acc_type, channel_block, compute_dtype, csr_rows, csr_sum
 from .csr_kernels import kernels as csr_triton
 
 __all__ = ['SampleLayout', 'bilinear_sample']
@@ -65,19 +65,20 @@ class SampleLayout:
     num_rows: int
     inside: bool
 
+    def __post_init__(self) -> None:
+        # An expanded tensor can be flattened to a view of stride 0, which a kernel would
+        # read past its end: keep contiguous copies, made once.
+        for name in ('level_start', 'level_h', 'level_w', 'row_base'):
+            object.__setattr__(self, name, getattr(self, name).contiguous())
+
     @property
     def num_out(self) -> int:
         """``O``, the number of output rows."""
         return self.row_base.numel()
 
     def tensors(self) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``row_base, level_start, level_h, level_w`` in kernel argument order.
-
-        Contiguous copies where needed: an expanded tensor can be flattened to a view
-        of stride 0, which a kernel would read past its end.
-        """
-        return tuple(t.contiguous() for t in (self.row_base, self.level_start,
-                                              self.level_h, self.level_w))
+        """``row_base, level_start, level_h, level_w`` in kernel argument order."""
+        return self.row_base, self.level_start, self.level_h, self.level_w
 
     def scalars(self) -> Tuple[int, int, int]:
         """``K, P, stride`` in kernel argument order."""
@@ -98,17 +99,8 @@ def kernels() -> ModuleType:
     return importlib.import_module('.bilinear_kernels', __package__)
 
 
-def _acc(dtype: torch.dtype) -> object:
-    tl = csr_triton().tl
-    return tl.float64 if dtype == torch.float64 else tl.float32
-
-
-def _block_d(channels: int, cap: int) -> int:
-    return min(cap, csr_triton().triton.next_power_of_2(max(channels, 1)))
-
-
 def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+    return csr_triton().triton.cdiv(a, b)
 
 
 def _table_grad(grad_out: Tensor, ys: Tensor, xs: Tensor, mult: Optional[Tensor],
@@ -125,9 +117,10 @@ def _table_grad(grad_out: Tensor, ys: Tensor, xs: Tensor, mult: Optional[Tensor]
     weights = torch.empty(4 * total, dtype=ys.dtype, device=ys.device)
     if total:
         grid = (_cdiv(total, ENTRIES_PER_PROGRAM),)
-        k.entries_kernel[grid](ys, xs, ys if mult is None else mult, *layout.tensors(), keys, rows,
-                        weights, total, *layout.scalars(), HAS_MULT=mult is not None,
-                        INSIDE=layout.inside, BLOCK=ENTRIES_PER_PROGRAM)
+        k.entries_kernel[grid](ys, xs, ys if mult is None else mult, *layout.tensors(),
+                               keys, rows, weights, total, *layout.scalars(),
+                               HAS_MULT=mult is not None, INSIDE=layout.inside,
+                               BLOCK=ENTRIES_PER_PROGRAM)
     order, row_ptr = csr_rows(keys, layout.num_rows)
     return csr_sum(grad_out, row_ptr, rows[order], weights[order], layout.num_rows, dtype)
 
@@ -141,16 +134,15 @@ class _BilinearSample(torch.autograd.Function):
         out = table.new_empty((layout.num_out, channels))
         if out.numel():
             k = kernels()
-            block_d = _block_d(channels, 128)
+            block_d = channel_block(channels, 128)
             grid = (_cdiv(layout.num_out, ROWS_PER_PROGRAM),
                     _cdiv(channels, block_d))
-            k.forward_kernel[grid](table, ys, xs, ys if mult is None else mult, *layout.tensors(),
-                            out, layout.num_out, channels, *layout.scalars(),
-                            HAS_MULT=mult is not None, INSIDE=layout.inside,
-                            BLOCK_O=ROWS_PER_PROGRAM, BLOCK_D=block_d,
-                            ACC=_acc(table.dtype))
+            k.forward_kernel[grid](table, ys, xs, ys if mult is None else mult,
+                                   *layout.tensors(), out, layout.num_out, channels,
+                                   *layout.scalars(), HAS_MULT=mult is not None,
+                                   INSIDE=layout.inside, BLOCK_O=ROWS_PER_PROGRAM,
+                                   BLOCK_D=block_d, ACC=acc_type(table.dtype))
         ctx.layout = layout
-        ctx.has_mult = mult is not None
         ctx.save_for_backward(table, ys, xs, mult)
         return out
 
@@ -170,14 +162,12 @@ class _BilinearSample(torch.autograd.Function):
             if total:
                 k = kernels()
                 grid = (_cdiv(total, SAMPLES_PER_PROGRAM),)
-                k.sample_grads_kernel[grid](table, grad_out, ys, xs, ys if mult is None else mult,
-                                     *layout.tensors(), grad_y, grad_x,
-                                     ys if grad_mult is None else grad_mult, total,
-                                     table.size(1), *layout.scalars(),
-                                     HAS_MULT=mult is not None, INSIDE=layout.inside,
-                                     BLOCK_S=SAMPLES_PER_PROGRAM,
-                                     BLOCK_D=_block_d(table.size(1), 64),
-                                     ACC=_acc(table.dtype))
+                k.sample_grads_kernel[grid](
+                    table, grad_out, ys, xs, ys if mult is None else mult, *layout.tensors(),
+                    grad_y, grad_x, ys if grad_mult is None else grad_mult, total,
+                    table.size(1), *layout.scalars(), HAS_MULT=mult is not None,
+                    INSIDE=layout.inside, BLOCK_S=SAMPLES_PER_PROGRAM,
+                    BLOCK_D=channel_block(table.size(1), 64), ACC=acc_type(table.dtype))
             elif grad_mult is not None:
                 grad_mult.zero_()
         return grad_table, grad_y, grad_x, grad_mult, None

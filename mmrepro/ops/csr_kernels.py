@@ -26,14 +26,19 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-__all__ = ['compute_dtype', 'csr_rows', 'csr_sum', 'kernels', 'triton_available']
+__all__ = ['acc_type', 'channel_block', 'compute_dtype', 'csr_rows', 'csr_sum', 'kernels',
+           'triton_available']
 
 #: Targets per program of the sum kernel (a static loop inside the program).
 PIXELS_PER_PROGRAM = 4
 
 
+@functools.cache
 def triton_available() -> bool:
-    """Whether Triton can be imported (it ships with CUDA builds of PyTorch)."""
+    """Whether Triton can be imported (it ships with CUDA builds of PyTorch).
+
+    Cached: the deterministic ops' routers ask on every call.
+    """
     try:
         import triton  # noqa: F401
     except ImportError:
@@ -75,6 +80,17 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def acc_type(dtype: torch.dtype) -> object:
+    """Triton accumulation type of :func:`compute_dtype` for inputs of ``dtype``."""
+    tl = kernels().tl
+    return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+def channel_block(channels: int, cap: int) -> int:
+    """Channels per program: the next power of two of ``channels``, at most ``cap``."""
+    return min(cap, kernels().triton.next_power_of_2(max(channels, 1)))
+
+
 def csr_rows(keys: Tensor, num_pixels: int) -> Tuple[Tensor, Tensor]:
     """Stable order of the entries by key, and the CSR offsets of every key.
 
@@ -110,9 +126,8 @@ def csr_sum(grad_rows: Tensor, row_ptr: Tensor, rows: Tensor, weights: Tensor,
     if num_pixels == 0 or channels == 0:
         return out
     k = kernels()
-    block_c = min(256, k.triton.next_power_of_2(channels))
-    acc = k.tl.float64 if weights.dtype == torch.float64 else k.tl.float32
+    block_c = channel_block(channels, 256)
     grid = (k.triton.cdiv(num_pixels, PIXELS_PER_PROGRAM), k.triton.cdiv(channels, block_c))
     k.csr_sum[grid](grad_rows, row_ptr, rows, weights, out, num_pixels, channels,
-                    PIXELS=PIXELS_PER_PROGRAM, BLOCK_C=block_c, ACC=acc)
+                    PIXELS=PIXELS_PER_PROGRAM, BLOCK_C=block_c, ACC=acc_type(weights.dtype))
     return out
