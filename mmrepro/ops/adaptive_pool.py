@@ -14,6 +14,8 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import Tensor, nn
 
+from . import routing
+
 __all__ = ['DeterministicAdaptiveAvgPool2d', 'adaptive_avg_pool2d', 'swap_adaptive_pools']
 
 Size = Union[int, None, Sequence[Optional[int]]]
@@ -59,8 +61,7 @@ class DeterministicAdaptiveAvgPool2d(nn.AdaptiveAvgPool2d):
 
     def forward(self, input: Tensor) -> Tensor:
         """Pool ``input`` to ``self.output_size``."""
-        from .routing import DEVICES
-        if input.device.type in DEVICES and torch.is_grad_enabled() and input.requires_grad:
+        if input.device.type in routing.DEVICES and torch.is_grad_enabled() and input.requires_grad:
             return adaptive_avg_pool2d(input, self.output_size)
         return super().forward(input)
 

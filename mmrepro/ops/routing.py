@@ -120,25 +120,26 @@ def _point_sample(original: Callable) -> Callable:
     return point_sample
 
 
-#: (module, attribute, router factory) of every name :func:`activate` replaces.
-ROUTED_NAMES: Tuple[Tuple[str, str, Callable], ...] = (
-    ('mmcv.ops.deform_conv', 'deform_conv2d', _deform_conv2d),
-    ('mmcv.ops', 'deform_conv2d', _deform_conv2d),
-    ('mmcv.ops.saconv', 'deform_conv2d', _deform_conv2d),
-    ('mmdet.models.dense_heads.tood_head', 'deform_conv2d', _deform_conv2d),
-    ('mmcv.ops.modulated_deform_conv', 'modulated_deform_conv2d', _modulated_deform_conv2d),
-    ('mmcv.ops', 'modulated_deform_conv2d', _modulated_deform_conv2d),
-    ('mmcv.ops.multi_scale_deform_attn', 'MultiScaleDeformableAttnFunction', _MSDAFunction),
-    ('mmcv.ops.multi_scale_deform_attn', 'multi_scale_deformable_attn_pytorch',
-     _msda_pytorch),
-    ('mmcv.ops.point_sample', 'point_sample', _point_sample),
-    ('mmcv.ops', 'point_sample', _point_sample),
-    ('mmdet.models.dense_heads.mask2former_head', 'point_sample', _point_sample),
-    ('mmdet.models.tracking_heads.mask2former_track_head', 'point_sample', _point_sample),
-    ('mmdet.models.roi_heads.mask_heads.mask_point_head', 'point_sample', _point_sample),
-    ('mmdet.models.roi_heads.point_rend_roi_head', 'point_sample', _point_sample),
-    ('mmdet.models.utils.point_sample', 'point_sample', _point_sample),
+#: (attribute, router factory, modules holding that name): mmcv's own module first,
+#: then its re-export in ``mmcv.ops`` and the modules that import it by name.
+_ROUTES: Tuple[Tuple[str, Callable, Tuple[str, ...]], ...] = (
+    ('deform_conv2d', _deform_conv2d, (
+        'mmcv.ops.deform_conv', 'mmcv.ops', 'mmcv.ops.saconv',
+        'mmdet.models.dense_heads.tood_head')),
+    ('modulated_deform_conv2d', _modulated_deform_conv2d, (
+        'mmcv.ops.modulated_deform_conv', 'mmcv.ops')),
+    ('MultiScaleDeformableAttnFunction', _MSDAFunction, ('mmcv.ops.multi_scale_deform_attn',)),
+    ('multi_scale_deformable_attn_pytorch', _msda_pytorch, (
+        'mmcv.ops.multi_scale_deform_attn',)),
+    ('point_sample', _point_sample, (
+        'mmcv.ops.point_sample', 'mmcv.ops', 'mmdet.models.dense_heads.mask2former_head',
+        'mmdet.models.tracking_heads.mask2former_track_head',
+        'mmdet.models.roi_heads.mask_heads.mask_point_head',
+        'mmdet.models.roi_heads.point_rend_roi_head', 'mmdet.models.utils.point_sample')),
 )
+#: (module, attribute, router factory) of every name :func:`activate` replaces.
+ROUTED_NAMES: Tuple[Tuple[str, str, Callable], ...] = tuple(
+    (module, attr, factory) for attr, factory, modules in _ROUTES for module in modules)
 #: Original objects by ``(module, attribute)``, for the routers installed so far.
 _ORIGINALS: Dict[Tuple[str, str], Any] = {}
 
