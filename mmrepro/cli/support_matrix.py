@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import glob
 import io
-import json
 import os
 import os.path as osp
 import platform
@@ -37,6 +36,7 @@ from typing import List, Optional, Sequence, TextIO
 import torch
 
 from . import check_repro
+from .repro_diff import SCALARS, read_scalars
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 ZOO_DIR = osp.join(REPO, 'configs', 'zoo')
@@ -82,13 +82,8 @@ def device_name() -> str:
 
 def _mean_iter_time(log_dir: str) -> Optional[float]:
     """Mean ``time`` of the logged iterations after the first (MMEngine's scalars)."""
-    times = []
-    vis = osp.join(log_dir, 'vis_data')
-    for name in sorted(os.listdir(vis)) if osp.isdir(vis) else []:
-        if name.endswith('.json') and name != 'config.json':
-            with open(osp.join(vis, name)) as f:
-                rows = [json.loads(line) for line in f if line.strip()]
-            times = [row['time'] for row in rows if 'time' in row and row.get('iter', 0) > 1]
+    rows = read_scalars(osp.join(log_dir, SCALARS))
+    times = [row['time'] for row in rows if 'time' in row and row['iter'] > 1]
     return sum(times) / len(times) if times else None
 
 
