@@ -1,9 +1,12 @@
-"""Load MMEngine checkpoints safely on torch >= 2.6 (``weights_only=True``).
+"""Load MMEngine checkpoints safely on every supported torch.
 
 ``torch.load`` refuses MMEngine's own checkpoints under ``weights_only=True``:
 the message hub holds ``HistoryBuffer`` objects and numpy arrays. Rather than
 falling back to loading arbitrary pickles, mmrepro allow-lists exactly the globals
-its checkpoints contain (:func:`allowed_globals`) for the duration of each load.
+its checkpoints contain (:func:`allowed_globals`) for the duration of each load:
+through ``torch.serialization.safe_globals`` where torch has it (2.5+), otherwise
+through a restricted unpickler with the same allow-list
+(:mod:`mmrepro.safe_unpickler`).
 """
 from __future__ import annotations
 
@@ -39,11 +42,14 @@ def history_buffer_getattr(obj: Any, name: str) -> Any:
 def allowed_globals() -> List[Any]:
     """The non-tensor globals an MMEngine/mmrepro checkpoint may contain."""
     from mmengine.logging.history_buffer import HistoryBuffer
-    core = getattr(np, '_core', None) or np.core
+    try:  # numpy 2 (numpy 1.26 has a numpy._core without multiarray)
+        from numpy._core import multiarray
+    except ImportError:
+        from numpy.core import multiarray
     dtypes = [type(np.dtype(name)) for name in (
         'float16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', 'uint8',
         'uint16', 'uint32', 'uint64', 'bool')]
-    return [HistoryBuffer, core.multiarray._reconstruct, core.multiarray.scalar,
+    return [HistoryBuffer, multiarray._reconstruct, multiarray.scalar,
             np.ndarray, np.dtype, *dtypes, (history_buffer_getattr, 'builtins.getattr')]
 
 
@@ -68,7 +74,10 @@ def safe_load(filename: str, map_location: Union[str, Callable, None] = 'cpu',
         raise CheckpointLoadError(
             f'Checkpoint {filename!r} does not exist. Check the path given to '
             '--resume / load_from.')
+    from .safe_unpickler import has_safe_globals, torch_load_restricted
     try:
+        if not has_safe_globals():
+            return torch_load_restricted(filename, map_location, mmap)
         with torch.serialization.safe_globals(allowed_globals()):
             return torch.load(filename, map_location=map_location, weights_only=True,
                               mmap=mmap)

@@ -123,6 +123,9 @@ def _fix(entry: Dict[str, str], replace: bool) -> str:
     op = entry['op']
     if op in REPLACED_OPS and not replace:
         return f'keep replace=True (the default), so that it is {REPLACED_OPS[op]}'
+    if REPLACED_OPS.get(op, '').startswith(_ROUTED) and 'not routed' in entry['reason']:
+        return ('use a torch whose Triton is >= 3.0 (torch >= 2.4), so that it is '
+                f'{REPLACED_OPS[op]}')
     if op in REPLACED_OPS:
         return (f"{entry['type']} subclasses {op} and may change its forward, so it is "
                 f'not replaced; use {op} itself')
@@ -132,20 +135,26 @@ def _fix(entry: Dict[str, str], replace: bool) -> str:
 def _replace(model: nn.Module, entries: List[Dict[str, str]]) -> None:
     """Make every replaceable listed layer deterministic, and mark its entry."""
     from .ops.adaptive_pool import swap_adaptive_pools
+    from .ops.csr_kernels import triton_status
     from .ops.routing import activate
+    triton_ok, why_not = triton_status()
     replaced = set()
     if any(is_mmcv_roi_align(m) for m in model.modules()):
         replaced.update(replace_roi_align(model))
     replaced.update(swap_adaptive_pools(model))
     routed = [e for e in entries if e['op'] in REPLACED_OPS and
               REPLACED_OPS[e['op']].startswith(_ROUTED)]
-    if routed:
+    if routed and triton_ok:
         activate(model)
         replaced.update(e['name'] for e in routed)
     for entry in entries:
         if entry['name'] in replaced:
             entry['action'] = ACTION_REPLACED
             entry['reason'] += f"; {REPLACED_OPS[entry['op']]}"
+            if entry['op'] == 'RoIAlign' and not triton_ok:
+                entry['reason'] += (f' (its pure-PyTorch CUDA backward, slower: {why_not})')
+        elif entry in routed:
+            entry['reason'] += f'; not routed to mmrepro\'s Triton kernels: {why_not}'
 
 
 def audit_model(model: nn.Module, deterministic: bool, strict: bool = False,

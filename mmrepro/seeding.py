@@ -101,9 +101,35 @@ def validate_randomness(randomness: Optional[Mapping[str, Any]]) -> Dict[str, An
         out['seed'] = check_seed(out['seed'])
     for key in _BOOL_KEYS:
         check_flag(out[key], f'randomness.{key}')
-    if out['fill_uninitialized_memory'] is not None:
-        check_flag(out['fill_uninitialized_memory'], 'randomness.fill_uninitialized_memory')
+    check_fill_uninitialized_memory(out['fill_uninitialized_memory'])
     return out
+
+
+def check_fill_uninitialized_memory(value: Optional[bool],
+                                    key: str = 'randomness.fill_uninitialized_memory') -> None:
+    """Raise unless ``value`` is None, or a bool this torch can apply.
+
+    Raises:
+        TypeError: not a bool.
+        ValueError: torch < 2.2, which has no ``torch.utils.deterministic``.
+    """
+    if value is None:
+        return
+    check_flag(value, key)
+    if not has_fill_uninitialized_memory():
+        raise ValueError(
+            f'{key}={value} needs torch >= 2.2 (torch.utils.deterministic), but torch '
+            f'{torch.__version__} is installed. Remove the key to keep this torch\'s '
+            'behaviour, or upgrade torch.')
+
+
+def has_fill_uninitialized_memory() -> bool:
+    """Whether this torch has ``torch.utils.deterministic.fill_uninitialized_memory``."""
+    try:
+        import torch.utils.deterministic as deterministic
+    except ImportError:
+        return False
+    return hasattr(deterministic, 'fill_uninitialized_memory')
 
 
 def _dist_ready() -> bool:
@@ -247,6 +273,7 @@ def set_deterministic(deterministic: bool,
     """
     if not deterministic:
         return
+    check_fill_uninitialized_memory(fill_uninitialized_memory, 'fill_uninitialized_memory')
     ensure_cublas_workspace_config()
     if torch.backends.cudnn.benchmark:
         logging.getLogger('mmrepro').warning(
@@ -255,7 +282,8 @@ def set_deterministic(deterministic: bool,
     torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True, warn_only=warn_only)
     if fill_uninitialized_memory is not None:
-        torch.utils.deterministic.fill_uninitialized_memory = fill_uninitialized_memory
+        import torch.utils.deterministic as torch_deterministic  # torch >= 2.2 (validated)
+        torch_deterministic.fill_uninitialized_memory = fill_uninitialized_memory
 
 
 def set_random_seed(seed: int,

@@ -155,6 +155,11 @@ def skip_unless_triton_kernels_run() -> None:
     import pytest
     pytest.importorskip('triton', reason='triton is not installed (tools/setup_env.sh '
                         'installs triton==3.7.1, whose interpreter runs these kernels on CPU)')
+    from mmrepro.ops.csr_kernels import triton_status
+    usable, why_not = triton_status()
+    if not usable:
+        pytest.skip(f'mmrepro\'s Triton kernels do not run here: {why_not}',
+                    allow_module_level=True)
     if not torch.cuda.is_available() and not os.environ.get('TRITON_INTERPRET'):
         pytest.skip('no CUDA device and TRITON_INTERPRET is unset (tests/conftest.py sets it)',
                     allow_module_level=True)

@@ -91,7 +91,6 @@ def test_report_only_when_not_deterministic():
 
 def test_strict_raises_for_unsupported_ops():
     model = nn.Module()
-    model.dcn = mmcv_ops.DeformConv2dPack(4, 4, 3, padding=1)
     model.head = nn.Sequential(mmcv_ops.RoIAlign(7), mmcv_ops.RoIPool(7, 0.5))
     with pytest.raises(ValueError, match=(
             r'^deterministic=True and strict=True, but 1 module\(s\) use ops that are '
@@ -121,15 +120,14 @@ def test_non_strict_warns_and_subclasses_are_not_replaced():
     class MyRoIAlign(mmcv_ops.RoIAlign):
         pass
 
-    model = nn.Sequential(MyRoIAlign(7), mmcv_ops.ModulatedDeformConv2d(2, 2, 1))
+    model = nn.Sequential(MyRoIAlign(7), mmcv_ops.RoIAlign(7))
     with pytest.warns(UserWarning, match=r"1 module\(s\) .*: 0 \(MyRoIAlign: RoIAlign, .*"
                                          r'to fix: MyRoIAlign subclasses RoIAlign and may '
                                          r'change its forward, so it is not replaced; use '
                                          r'RoIAlign itself\)\.$'):
         entries = audit_model(model, deterministic=True)
     assert [e['action'] for e in entries] == ['nondeterministic-on-cuda', 'replaced']
-    assert entries[1]['reason'].endswith(
-        '; routed to mmrepro.ops.deformable.deform_conv2d')
+    assert '; replaced by mmrepro.ops.DeterministicRoIAlign' in entries[1]['reason']
     assert type(model[0]) is MyRoIAlign
 
 
@@ -157,3 +155,25 @@ def test_format_audit_and_table():
     where = {'SparseConvolution': 'mmcv.ops.sparse_conv', 'SparseMaxPool': 'mmcv.ops.sparse_pool'}
     for name in NONDETERMINISTIC_MMCV_OPS:
         assert hasattr(importlib.import_module(where.get(name, 'mmcv.ops')), name), name
+
+
+def test_deformable_ops_follow_the_installed_triton():
+    """Routed where mmrepro's Triton kernels run; else named, with versions, and refused
+    by strict (torch 2.1 pins Triton 2.1: the floor stack takes the second branch)."""
+    from mmrepro.ops.csr_kernels import triton_status
+    usable, why_not = triton_status()
+    model = nn.Sequential(mmcv_ops.DeformConv2dPack(4, 4, 3, padding=1))
+    if usable:
+        entries = audit_model(model, deterministic=True, strict=True)
+        assert [(e['name'], e['action']) for e in entries] == [('0', 'replaced')]
+        assert entries[0]['reason'].endswith('; routed to mmrepro.ops.deformable.deform_conv2d')
+        return
+    import triton
+    assert why_not == (f'triton {triton.__version__} (pinned by torch {torch.__version__}) '
+                       "is older than 3.0, which mmrepro's kernels need")
+    with pytest.raises(ValueError, match='use a torch whose Triton is >= 3.0'):
+        audit_model(model, deterministic=True, strict=True)
+    with pytest.warns(UserWarning, match=r"not routed to mmrepro's Triton kernels: triton "):
+        entries = audit_model(model, deterministic=True)
+    assert entries[0]['action'] == 'nondeterministic-on-cuda'
+    assert format_audit(entries).splitlines()[-1].endswith('| nondeterministic-on-cuda')

@@ -11,6 +11,7 @@ from repro_utils import REPO, pythonpath
 
 from mmrepro import seeding
 from mmrepro.seeding import (
+    has_fill_uninitialized_memory,
     init_random_seed,
     set_deterministic,
     set_random_seed,
@@ -172,6 +173,16 @@ def test_no_error_when_cuda_started_and_torch_does_not_need_it(monkeypatch):
 
 
 def test_fill_uninitialized_memory_switch():
+    if not has_fill_uninitialized_memory():  # torch 2.1: a clear error, nothing set
+        with pytest.raises(ValueError, match=(
+                r'^randomness\.fill_uninitialized_memory=False needs torch >= 2\.2 '
+                r'\(torch\.utils\.deterministic\), but torch 2\.1\.2\S* is installed\. '
+                r"Remove the key to keep this torch's behaviour, or upgrade torch\.$")):
+            validate_randomness(dict(fill_uninitialized_memory=False))
+        with pytest.raises(ValueError, match=r'^fill_uninitialized_memory=True needs torch'):
+            set_random_seed(1, deterministic=True, fill_uninitialized_memory=True)
+        assert not torch.are_deterministic_algorithms_enabled()
+        return
     try:
         set_random_seed(1, deterministic=True, fill_uninitialized_memory=False)
         assert torch.utils.deterministic.fill_uninitialized_memory is False

@@ -26,24 +26,41 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-__all__ = ['acc_type', 'channel_block', 'compute_dtype', 'csr_rows', 'csr_sum', 'kernels',
-           'triton_available']
+__all__ = ['MIN_TRITON', 'acc_type', 'channel_block', 'compute_dtype', 'csr_rows', 'csr_sum',
+           'kernels', 'triton_available', 'triton_status']
 
 #: Targets per program of the sum kernel (a static loop inside the program).
 PIXELS_PER_PROGRAM = 4
 
 
+#: Oldest Triton whose language and interpreter mmrepro's kernels are written for
+#: (tested with 3.7.1). torch < 2.4 pins Triton 2.x.
+MIN_TRITON = (3, 0)
+
+
 @functools.cache
-def triton_available() -> bool:
-    """Whether Triton can be imported (it ships with CUDA builds of PyTorch).
+def triton_status() -> Tuple[bool, str]:
+    """Whether mmrepro's Triton kernels can run here, and if not, why (with versions).
 
     Cached: the deterministic ops' routers ask on every call.
     """
     try:
-        import triton  # noqa: F401
+        import triton
     except ImportError:
-        return False
-    return True
+        return False, (f'Triton is not installed (torch {torch.__version__}); mmrepro\'s '
+                       f'kernels need triton >= {".".join(map(str, MIN_TRITON))}')
+    version = getattr(triton, '__version__', '0')
+    parts = tuple(int(p) for p in version.split('+')[0].split('.')[:2] if p.isdigit())
+    if parts < MIN_TRITON:
+        return False, (f'triton {version} (pinned by torch {torch.__version__}) is older '
+                       f'than {".".join(map(str, MIN_TRITON))}, which mmrepro\'s kernels '
+                       'need')
+    return True, ''
+
+
+def triton_available() -> bool:
+    """Whether mmrepro's Triton kernels can run here (:func:`triton_status`)."""
+    return triton_status()[0]
 
 
 @functools.cache

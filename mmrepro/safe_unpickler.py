@@ -1,0 +1,94 @@
+"""A restricted unpickler for torch releases without ``torch.serialization.safe_globals``.
+
+torch < 2.6 cannot extend the allow-list of ``torch.load(weights_only=True)`` the way
+mmrepro needs (``safe_globals`` arrived in 2.5, its ``(callable, 'module.name')``
+entries in 2.6: pytorch#142153), and its fixed list refuses MMEngine's checkpoints
+(``HistoryBuffer``, numpy arrays). There,
+:func:`mmrepro.checkpoint_io.safe_load` passes this module to ``torch.load`` as its
+``pickle_module``: an unpickler whose ``find_class`` resolves only the globals that
+``weights_only=True`` allows (torch's own list) plus mmrepro's allow-list
+(:func:`mmrepro.checkpoint_io.allowed_globals`), by exact name, before anything is
+imported. Everything else raises :class:`pickle.UnpicklingError`, as torch's refusal
+does. Python's documented way of restricting globals: ``REDUCE``, ``NEWOBJ``,
+``BUILD`` and extension codes only ever reach objects that ``find_class`` returned.
+"""
+from __future__ import annotations
+
+import _compat_pickle
+import functools
+import importlib
+import pickle
+import sys
+from typing import Any, Dict
+
+import torch
+
+__all__ = ['Unpickler', 'allowed_names', 'has_safe_globals', 'load', 'torch_load_restricted']
+
+#: Globals that torch's own weights-only unpickler allows in newer releases.
+_BUILTINS = {'_codecs.encode': ('_codecs', 'encode'),
+             'torch.device': ('torch', 'device'),
+             'builtins.bytearray': ('builtins', 'bytearray'),
+             'builtins.set': ('builtins', 'set'),
+             'builtins.frozenset': ('builtins', 'frozenset'),
+             'builtins.complex': ('builtins', 'complex'),
+             'collections.OrderedDict': ('collections', 'OrderedDict')}
+
+
+def _qualified(obj: Any) -> str:
+    return f'{obj.__module__}.{obj.__qualname__}'
+
+
+@functools.lru_cache(maxsize=1)
+def allowed_names() -> Dict[str, Any]:
+    """``'module.name'`` -> object, for every global a checkpoint may hold."""
+    from torch import _weights_only_unpickler as wou
+
+    from .checkpoint_io import allowed_globals
+    names: Dict[str, Any] = dict(wou._get_allowed_globals())
+    for name, (module, attr) in _BUILTINS.items():
+        names[name] = getattr(importlib.import_module(module), attr)
+    for entry in allowed_globals():
+        obj, name = entry if isinstance(entry, tuple) else (entry, _qualified(entry))
+        names[name] = obj
+    return names
+
+
+class Unpickler(pickle.Unpickler):
+    """``pickle.Unpickler`` that resolves only :func:`allowed_names`."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        """Return the allowed global ``module.name``; refuse any other.
+
+        Python 2 names (``__builtin__.getattr``, in torch's default protocol 2) are
+        mapped to Python 3's first, as ``pickle`` itself does.
+        """
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+        elif module in _compat_pickle.IMPORT_MAPPING:
+            module = _compat_pickle.IMPORT_MAPPING[module]
+        obj = allowed_names().get(f'{module}.{name}')
+        if obj is None:
+            raise pickle.UnpicklingError(
+                f'Unsupported global: GLOBAL {module}.{name} was not an allowed global '
+                'by default.')
+        return obj
+
+
+def load(file: Any, **kwargs: Any) -> Any:
+    """``pickle.load`` with :class:`Unpickler` (torch calls it for legacy files)."""
+    return Unpickler(file, **kwargs).load()
+
+
+def has_safe_globals() -> bool:
+    """Whether this torch takes mmrepro's allow-list in ``safe_globals`` (2.6+)."""
+    from torch.torch_version import TorchVersion
+    return (hasattr(torch.serialization, 'safe_globals')
+            and TorchVersion(torch.__version__) >= '2.6')
+
+
+def torch_load_restricted(filename: str, map_location: Any, mmap: bool) -> Any:
+    """``torch.load`` through :class:`Unpickler` (for torch without ``safe_globals``)."""
+    return torch.load(filename, map_location=map_location, pickle_module=sys.modules[__name__],
+                      mmap=mmap)
+
