@@ -1,6 +1,6 @@
-# The lines a config adds to train reproducibly with mmrepro (or inherit this file).
-# Note: a config that sets its own `custom_hooks` replaces this list; keep
-# dict(type='ReproducibilityHook') in it (tools/train.py adds it if missing).
+# What a config adds to train reproducibly with mmrepro: inherit this file
+# (`_base_ = [..., 'mmrepro::_base_/repro_runtime.py']`) or copy its two lines.
+# ReproducibilityHook is added to custom_hooks when a config lacks it, so this file
+# sets no custom_hooks and can sit beside bases that set their own (YOLOX, RTMDet).
 custom_imports = dict(imports=['mmrepro'], allow_failed_imports=False)
 randomness = dict(seed=0, deterministic=True)
-custom_hooks = [dict(type='ReproducibilityHook')]

@@ -25,6 +25,12 @@ mmrepro patches"):
 7. ``Runner.build_model``, in deterministic mode, audits the model for mmcv ops that
    are nondeterministic on CUDA and replaces ``mmcv.ops.RoIAlign`` with
    :class:`mmrepro.ops.DeterministicRoIAlign` -- :mod:`.model_audit`.
+8. ``Runner.__init__`` records its ``custom_hooks``/``resume``/``load_from``
+   arguments (a Runner built with keyword arguments has an empty ``cfg``), and
+   ``Runner.register_hooks`` adds ``ReproducibilityHook`` where an enabled config
+   lacks it -- :mod:`.runner_init`.
+9. ``mmengine.config.utils.MODULE2PACKAGE`` gains ``'mmrepro'``, so that configs can
+   inherit ``mmrepro::`` paths -- :mod:`mmrepro.configs`.
 """
 from __future__ import annotations
 
@@ -43,8 +49,10 @@ def apply_patches() -> None:
         mmdet_apis,
         model_audit,
         runner_dataloader,
+        runner_init,
         runner_randomness,
     )
+    runner_init.apply()
     runner_randomness.apply()
     runner_dataloader.apply()
     epoch_loop.apply()

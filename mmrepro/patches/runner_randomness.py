@@ -10,6 +10,7 @@ from mmengine.runner.checkpoint import find_latest_checkpoint
 
 from ..checkpoint_io import peek
 from ..seeding import init_random_seed, set_random_seed, validate_randomness
+from .runner_init import requested_config
 from .scope import enabled_by_config
 
 #: Runner attribute holding the validated settings (seed materialised).
@@ -42,7 +43,7 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
             :data:`mmrepro.seeding.RANDOMNESS_DEFAULTS`).
     """
     first_call = not hasattr(self, SETTINGS_ATTR)
-    if first_call and not enabled_by_config(getattr(self, 'cfg', None)):
+    if first_call and not enabled_by_config(requested_config(self)):
         return _original_set_randomness(self, seed=seed, **kwargs)
     settings = validate_randomness(dict(kwargs, seed=seed))
     messages = getattr(self, MESSAGES_ATTR, [])
@@ -95,7 +96,7 @@ def log_pending(runner: Runner) -> None:
 
 def _peek_resume_checkpoint(runner: Runner) -> Optional[dict]:
     """Read seed and mmrepro state of the checkpoint the config resumes, if any."""
-    cfg = runner.cfg
+    cfg = requested_config(runner)
     if not cfg.get('resume', False):
         return None
     path = cfg.get('load_from') or find_latest_checkpoint(runner._work_dir)

@@ -3,8 +3,9 @@
 Importing any part of mmrepro installs its patches for the whole process (they are
 methods of MMEngine's classes), but each patch acts only for a Runner whose config
 enables mmrepro, exactly as README shows it: ``custom_imports`` naming ``mmrepro``
-(or a submodule), or ``ReproducibilityHook`` in ``custom_hooks``. Every other Runner
-runs MMEngine's own code paths.
+(or a submodule), or ``ReproducibilityHook`` in ``custom_hooks`` (of the config, or
+of the keyword arguments of a Runner built in Python). Every other Runner runs
+MMEngine's own code paths.
 """
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ def enabled_by_config(cfg: Any) -> bool:
         imports = [imports]
     if any(str(name) == 'mmrepro' or str(name).startswith('mmrepro.') for name in imports):
         return True
-    for hook in cfg.get('custom_hooks') or []:
-        kind = hook.get('type') if isinstance(hook, dict) else hook
-        if kind in HOOK_NAMES or getattr(kind, '__name__', None) == HOOK_NAMES[0] or \
-                type(kind).__name__ == HOOK_NAMES[0]:
-            return True
-    return False
+    return any(is_reproducibility_hook(hook) for hook in cfg.get('custom_hooks') or [])
+
+
+def is_reproducibility_hook(hook: Any) -> bool:
+    """Whether a ``custom_hooks`` entry (config dict, class or instance) is mmrepro's hook."""
+    kind = hook.get('type') if isinstance(hook, dict) else hook
+    return (kind in HOOK_NAMES or getattr(kind, '__name__', None) == HOOK_NAMES[0]
+            or type(kind).__name__ == HOOK_NAMES[0])
 
 
 def enabled(runner: Any) -> bool:
