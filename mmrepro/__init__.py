@@ -3,12 +3,14 @@
 Importing it (``custom_imports=dict(imports=['mmrepro'])``) routes the Runner's
 ``randomness`` config through :func:`set_random_seed`, makes every DataLoader's
 randomness a function of (seed, epoch, sample), registers ``ReproducibilityHook``
-and ``mmrepro_worker_init_fn``, and loads checkpoints safely on torch >= 2.6. On
+and ``mmrepro_worker_init_fn``, loads checkpoints safely on every supported torch,
+and lets configs inherit ``mmrepro::`` paths (:mod:`mmrepro.configs`). On
 CUDA builds of torch < 2.10 it also sets ``CUBLAS_WORKSPACE_CONFIG`` if unset, before
 CUDA starts.
 See :mod:`mmrepro.patches` for exactly what is patched.
 """
 from .checkpoint_io import CheckpointLoadError, safe_load
+from .configs import register as register_configs
 from .data import make_reproducible, worker_init_fn
 from .hooks import ReproducibilityHook
 from .patches import apply_patches
@@ -25,6 +27,7 @@ from .version import __version__
 # the Runner seeds. Only acts where the installed torch still needs the variable.
 prepare_cublas_workspace_config()
 apply_patches()
+register_configs()
 
 __all__ = [
     'CheckpointLoadError', 'RANDOMNESS_DEFAULTS', 'ReproducibilityHook', '__version__',

@@ -1,4 +1,4 @@
-"""setup.cfg promises only the Python and torch versions the code runs on."""
+"""setup.cfg promises the Python, torch and numpy versions the test stacks run on."""
 import ast
 import configparser
 import glob
@@ -8,8 +8,6 @@ import re
 from packaging.specifiers import SpecifierSet
 from repro_utils import REPO
 
-from mmrepro.checkpoint_io import allowed_globals
-
 
 def _options():
     cfg = configparser.ConfigParser()
@@ -18,7 +16,17 @@ def _options():
     for line in cfg['options']['install_requires'].strip().splitlines():
         name, spec = re.match(r'([A-Za-z0-9_.-]+)(.*)', line.strip()).groups()
         requires[name] = SpecifierSet(spec)
-    return SpecifierSet(cfg['options']['python_requires']), requires
+    return cfg, SpecifierSet(cfg['options']['python_requires']), requires
+
+
+def _floor_pins():
+    pins = {}
+    with open(osp.join(REPO, 'requirements', 'stack-floor.txt')) as f:
+        for line in f:
+            match = re.match(r'([A-Za-z0-9_.-]+)==(\S+)', line.strip())
+            if match:
+                pins[match.group(1)] = match.group(2)
+    return pins
 
 
 def _uses_zip_strict() -> bool:
@@ -31,13 +39,22 @@ def _uses_zip_strict() -> bool:
 
 
 def test_python_floor_is_the_one_zip_strict_needs():
-    python, _ = _options()
+    _, python, _ = _options()
     assert _uses_zip_strict()  # zip(strict=True) exists from Python 3.10 on
     assert '3.9.18' not in python and '3.10.0' in python
 
 
-def test_torch_floor_is_the_one_named_safe_globals_need():
-    _, requires = _options()
-    # A (callable, 'module.name') allow-list entry: torch >= 2.6 (pytorch#142153).
-    assert any(isinstance(entry, tuple) for entry in allowed_globals())
-    assert '2.5.1' not in requires['torch'] and '2.6.0' in requires['torch']
+def test_minimums_are_the_tested_floor_stack():
+    _, _, requires = _options()
+    floor = _floor_pins()
+    assert floor['torch'] == '2.1.2' and floor['numpy'] == '1.26.4'
+    assert '2.0.1' not in requires['torch'] and floor['torch'] in requires['torch']
+    assert '1.25.2' not in requires['numpy'] and floor['numpy'] in requires['numpy']
+    assert floor['mmengine'] in requires['mmengine']
+
+
+def test_install_pulls_neither_mmcv_nor_a_torch_build():
+    cfg, _, requires = _options()
+    assert set(requires) == {'torch', 'mmengine', 'numpy'}
+    extras = cfg['options.extras_require']
+    assert 'mmcv' not in extras['mmdet'] and 'mmdet>=3.0,<3.4' in extras['mmdet']

@@ -231,8 +231,7 @@ def record_differences(reference: str, other: str, run: Run) -> List[str]:
 def _train_command(child: str, work_dir: str, run: Run, user_options: List[str]) -> List[str]:
     script = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))),
                       'tools', 'train.py')
-    entry = [script] if osp.isfile(script) else [
-        '-c', 'from mmrepro.cli.train import main; main()']
+    entry = [script] if osp.isfile(script) else ['-m', 'mmrepro.cli.train']
     options = [*user_options, *run.cfg_options]
     return [sys.executable, *entry, child, '--work-dir', work_dir, *run.args,
             *(['--cfg-options', *options] if options else [])]
@@ -386,3 +385,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (ValueError, RuntimeError, RunRecordError, TraceError) as err:
         print(f'{PROG}: error: {err}', file=sys.stderr)
         return 2
+
+
+def console_main() -> int:
+    """``mmrepro-check`` and ``python -m mmrepro.cli.check_repro``: :func:`main`'s exit code."""
+    return main()
+
+
+if __name__ == '__main__':
+    sys.exit(console_main())

@@ -303,3 +303,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (RunRecordError, TraceError, OSError) as err:  # OSError: e.g. the plot file
         print(f'{PROG}: error: {err}', file=sys.stderr)
         return 2
+
+
+def console_main() -> int:
+    """``mmrepro-diff`` and ``python -m mmrepro.cli.repro_diff``: :func:`main`'s exit code."""
+    return main()
+
+
+if __name__ == '__main__':
+    sys.exit(console_main())

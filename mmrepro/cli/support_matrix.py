@@ -35,11 +35,14 @@ from typing import List, Optional, Sequence, TextIO
 
 import torch
 
+from ..configs import CONFIG_ROOT
 from . import check_repro
 from .repro_diff import SCALARS, read_scalars
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-ZOO_DIR = osp.join(REPO, 'configs', 'zoo')
+ZOO_DIR = osp.join(CONFIG_ROOT, 'zoo')
+#: Where the table goes by default: the checkout's benchmarks/results, else the cwd.
+RESULTS_DIR = osp.join(REPO, 'benchmarks', 'results')
 #: Family -> config file name in ``configs/zoo`` (issue 15's list, in its order).
 FAMILIES = ('faster-rcnn', 'mask-rcnn', 'cascade-rcnn', 'retinanet', 'fcos', 'atss',
             'yolox', 'rtmdet', 'dcn-faster-rcnn', 'deformable-detr', 'dino', 'mask2former')
@@ -272,10 +275,19 @@ def main(argv: Optional[List[str]] = None) -> int:
               f'--iters {args.iters} --jobs {args.jobs}` on {time.strftime("%Y-%m-%d")}, '
               f'{os.cpu_count()} CPU cores: torch {torch.__version__}, CUDA '
               f'{torch.version.cuda or "n/a"}, Python {platform.python_version()}.\n\n')
-    out = args.out or osp.join(REPO, 'benchmarks', 'results',
-                               f"support_matrix_{device.replace(' ', '_').lower()}.md")
+    name = f"support_matrix_{device.replace(' ', '_').lower()}.md"
+    out = args.out or (osp.join(RESULTS_DIR, name) if osp.isdir(RESULTS_DIR) else name)
     os.makedirs(osp.dirname(osp.abspath(out)), exist_ok=True)
     with open(out, 'w') as f:
         f.write(header + table + '\n')
     print('\n' + table + f'\n\nwritten to {out}')
     return 0 if all(r.bit_exact for r in results) else 1
+
+
+def console_main() -> int:
+    """``mmrepro-matrix`` / ``python -m mmrepro.cli.support_matrix``: :func:`main`'s code."""
+    return main()
+
+
+if __name__ == '__main__':
+    sys.exit(console_main())

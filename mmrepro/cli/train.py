@@ -44,8 +44,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     parser.add_argument('--seed', type=_seed_arg, default=None,
                         help='random seed (overrides randomness.seed)')
-    parser.add_argument('--deterministic', action='store_true', default=None,
-                        help='deterministic algorithms (overrides randomness.deterministic)')
+    parser.add_argument('--deterministic', action=argparse.BooleanOptionalAction,
+                        default=None, help='deterministic algorithms on or off (overrides '
+                        'randomness.deterministic)')
     parser.add_argument('--diff-rank-seed', action='store_true', default=None,
                         help='a different seed per rank (overrides randomness.diff_rank_seed)')
     parser.add_argument('--hash-seed-reexec', action='store_true',
@@ -156,7 +157,8 @@ def reexec_with_hash_seed(seed: Optional[int], argv: List[str]) -> None:
 
     Args:
         seed: The run's seed (None: a seed will be drawn later; use 0).
-        argv: The script and its arguments (``sys.argv``).
+        argv: What follows the interpreter on its command line (``sys.orig_argv[1:]``:
+            a script, ``-m module`` or a console script, and the arguments).
     """
     wanted = str(seed if seed is not None else 0)
     if os.environ.get('PYTHONHASHSEED') == wanted:
@@ -170,7 +172,7 @@ def main(argv: Optional[List[str]] = None):
     args = parse_args(argv)
     cfg = build_config(args)
     if args.hash_seed_reexec:
-        reexec_with_hash_seed(cfg.randomness.get('seed'), sys.argv)
+        reexec_with_hash_seed(cfg.randomness.get('seed'), sys.orig_argv[1:])
     prepare_environment(cfg.randomness)
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
@@ -207,3 +209,13 @@ def _report(runner) -> None:
 def _config_name(runner) -> str:
     filename = runner.cfg.filename
     return osp.basename(filename) if filename else f'{runner.timestamp}.py'
+
+
+def console_main() -> int:
+    """``mmrepro-train`` and ``python -m mmrepro.cli.train``: train, exit 0."""
+    main()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(console_main())
