@@ -22,8 +22,23 @@ def data_root(tmp_path_factory) -> str:
     return make_tiny_coco(str(tmp_path_factory.mktemp('data')))['root']
 
 
+#: Tags of the cached runs that tests resume from: they keep every checkpoint.
+RESUMED_FROM = ('base', 'iterloop', 'hooks')
+
+
+def prune_checkpoints(work_dir: str) -> None:
+    """Delete every checkpoint of ``work_dir`` but the last (keeps the disk peak low)."""
+    last = checkpoint(work_dir)
+    for name in os.listdir(work_dir):
+        path = osp.join(work_dir, name)
+        if name.endswith('.pth') and path != last:
+            os.remove(path)
+
+
 class RunCache:
-    """Train each distinct (model, options) once per session; tests share the runs."""
+    """Train each distinct (model, options) once per session; tests share the runs.
+
+    Runs that no test resumes from keep only their last checkpoint."""
 
     def __init__(self, root: str, data_root: str) -> None:
         self.root, self.data_root = root, data_root
@@ -37,6 +52,8 @@ class RunCache:
             config = write_config(osp.join(work_dir + '-cfg', f'{model}_{tag}.py'), model,
                                   self.data_root, **config_kw)
             run_train(config, work_dir, *args)
+            if tag not in RESUMED_FROM:
+                prune_checkpoints(work_dir)
             self._done[key] = work_dir
         return self._done[key]
 

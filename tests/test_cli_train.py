@@ -22,6 +22,7 @@ from mmrepro.cli.train import build_config, parse_args
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.floor
 @pytest.mark.parametrize('model', ['retinanet', 'faster_rcnn'])
 def test_rerun_is_byte_identical(runs, model):
     first, second = runs.get(model, 'base'), runs.get(model, 'rerun')

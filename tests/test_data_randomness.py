@@ -7,7 +7,8 @@ from repro_utils import ITER_LOOP, losses, run_log, train_log
 pytestmark = pytest.mark.slow
 
 # (tag, num_workers, persistent_workers); ('base' is num_workers=2, persistent).
-LOADERS = [('nw0', 0, False), ('nw1', 1, False), ('nw4', 4, True), ('nw2-nonpersist', 2, False)]
+LOADERS = [pytest.param('nw0', 0, False, marks=pytest.mark.floor), ('nw1', 1, False),
+           ('nw4', 4, True), ('nw2-nonpersist', 2, False)]
 
 MOSAIC = """
 train_dataloader = dict(

@@ -4,6 +4,7 @@ import os.path as osp
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -31,8 +32,10 @@ def _port() -> int:
 def _env():
     # CPU ranks (gloo) on every machine: two ranks cannot share one GPU under NCCL. The
     # NCCL launch is covered by the cuda tier (tests/test_cuda/).
+    # PYTHON: this interpreter (dist_train.sh would take the first python on PATH).
     return {**os.environ, 'PORT': str(_port()), 'OMP_NUM_THREADS': '1',
-            'PYTHONPATH': pythonpath(osp.join(REPO, 'tests')), 'CUDA_VISIBLE_DEVICES': ''}
+            'PYTHONPATH': pythonpath(osp.join(REPO, 'tests')), 'CUDA_VISIBLE_DEVICES': '',
+            'PYTHON': sys.executable}
 
 
 def _cmd(config, work_dir, *args):
@@ -75,6 +78,7 @@ def dist_runs(tmp_path_factory, data_root):
     return DistRuns(str(tmp_path_factory.mktemp('dist')), data_root)
 
 
+@pytest.mark.floor
 def test_two_ranks_identical_on_both_ranks_and_across_reruns(dist_runs):
     first, second = dist_runs.get('base'), dist_runs.get('rerun')
     (s0, d0), (s1, d1) = probes(first)
@@ -87,12 +91,16 @@ def test_two_ranks_identical_on_both_ranks_and_across_reruns(dist_runs):
     assert record['world_size'] == 2 and record['backend'] == 'gloo'
 
 
+@pytest.mark.floor
 def test_resume_mid_run_on_two_ranks_is_exact(dist_runs, tmp_path):
     base = dist_runs.get('base')
     work_dir = str(tmp_path / 'resumed')
     out = dist_train(dist_runs.config('resume'), work_dir, '--resume',
                      checkpoint(base, 'iter_6.pth'))
     assert out.count('mmrepro: resumed RNG states and data position') >= 1
+    # dist_train.sh says which interpreter and device type it launched on.
+    assert f'dist_train.sh: 2 process(es) with {sys.executable} (torch ' in out
+    assert 'no CUDA device: CPU processes over gloo' in out
     assert probes(work_dir) == probes(base)
 
 

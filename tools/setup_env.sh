@@ -1,67 +1,92 @@
 #!/usr/bin/env bash
-# Create (or refresh) the project's environment in .venv/ at the repository root.
+# Create (or refresh) mmrepro's own test environments:
+#   bash tools/setup_env.sh [current|floor|all]      (default: current)
 #
-# Idempotent: every step checks what is already installed and skips itself, so a
-# second run takes seconds. The stack is pinned in requirements/constraints.txt.
-# mmcv 2.1.0 has no wheel for torch 2.13, so it is built from source with its ops
-# (CPU only here); pip caches the built wheel, so a rebuild on the same machine is fast.
+# current: torch 2.13 (CPU wheel), numpy 2, triton 3.7.1 -> linked as .venv
+# floor:   torch 2.1.2 (PyPI wheel, runs on CPU), numpy 1.26, triton 2.1.0 -> .venv-floor
+# Both: mmengine 0.10.7, mmcv 2.1.0 built from source with its ops, mmdet 3.3.0.
+# Pins: requirements/stack-<name>.txt (for these environments only).
+#
+# The environments live outside the checkout, in $MMREPRO_ENV_HOME (default
+# ~/.cache/mmrepro), so a new clone reuses them; .venv and .venv-floor are links.
+# Idempotent: each step checks what is installed and skips itself. mmcv is built once
+# per stack into $MMREPRO_ENV_HOME/wheels/<stack>/ (no build isolation, no pip cache:
+# pip's cache would hand one torch's build to the other).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-constraints="$root/requirements/constraints.txt"
-venv="$root/.venv"
+home="${MMREPRO_ENV_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/mmrepro}"
 py="${PYTHON:-python3.11}"
 
-if [ ! -x "$venv/bin/python" ]; then
-  echo "[setup] creating $venv with $($py --version)"
-  "$py" -m venv "$venv"
-fi
-pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
-pin() { grep -E "^$1[=<>]" "$constraints" | head -n1; }
-have() {  # have NAME VERSION: is exactly this version installed?
-  [ "$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('$1'))" \
-        2>/dev/null || true)" = "$2" ]
+case "${1:-current}" in
+  current|floor) stacks=("${1:-current}") ;;
+  all) stacks=(current floor) ;;
+  *) echo "setup_env.sh: stack '$1' unknown; expected current, floor or all" >&2; exit 2 ;;
+esac
+
+setup_stack() {
+  local stack=$1 pins="$root/requirements/stack-$1.txt" env="$home/envs/$1"
+  local link="$root/.venv" wheels="$home/wheels/$1"
+  [ "$stack" = floor ] && link="$root/.venv-floor"
+  local vpy="$env/bin/python"
+  pin() { grep -E "^$1[=<>]" "$pins" | head -n1; }
+  version_of() { (cd / && "$vpy" -c "import importlib.metadata as m; print(m.version('$1'))") \
+                   2>/dev/null || true; }
+  have() { [ "$(version_of "$1")" = "$2" ] || [ "$(version_of "$1")" = "$2+cpu" ]; }
+  want() { pin "$1" | sed -E 's/^[^=]*==//'; }
+  local pip=("$vpy" -m pip --disable-pip-version-check -q)
+
+  if [ ! -x "$vpy" ]; then
+    echo "[setup:$stack] creating $env with $($py --version)"
+    mkdir -p "$home/envs"
+    "$py" -m venv "$env"
+  fi
+  ln -sfn "$env" "$link"
+
+  # 1. torch, numpy, mmengine. Pinning torch exactly keeps pip from replacing it.
+  #    The floor's torch brings its CUDA libraries (~4.7 GB): no pip cache copy of them.
+  have torch "$(want torch)" || { echo "[setup:$stack] installing $(pin torch)"; \
+    "${pip[@]}" install --no-cache-dir "$(pin torch)"; }
+  have mmengine "$(want mmengine)" || { echo "[setup:$stack] installing $(pin mmengine)"; \
+    "${pip[@]}" install -c "$pins" "$(pin mmengine)" "$(pin numpy)"; }
+
+  # 2. mmcv with its C++ ops, built against this stack's torch, once per stack.
+  if ! have mmcv "$(want mmcv)" || ! "$vpy" -c "import mmcv.ops" 2>/dev/null; then
+    if ! ls "$wheels"/mmcv-*.whl >/dev/null 2>&1; then
+      "${pip[@]}" install "setuptools<70" wheel ninja  # what mmcv 2.1.0's setup.py needs
+      echo "[setup:$stack] building $(pin mmcv) with ops (first time: ~11 min on 2 cores)"
+      mkdir -p "$wheels"
+      MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-2}" FORCE_CUDA=0 "${pip[@]}" wheel \
+        --no-build-isolation --no-deps --no-cache-dir -w "$wheels" "$(pin mmcv)"
+    fi
+    "${pip[@]}" install -c "$pins" "$wheels"/mmcv-*.whl
+  fi
+
+  "$vpy" -c "import pkg_resources" 2>/dev/null && "${pip[@]}" check >/dev/null 2>&1 || \
+    "${pip[@]}" install -c "$pins" "$(pin setuptools)" wheel
+
+  # 3. mmdet, test tools; the current stack also tests MMSegmentation.
+  have mmdet "$(want mmdet)" || { echo "[setup:$stack] installing $(pin mmdet)"; \
+    "${pip[@]}" install -c "$pins" "$(pin mmdet)"; }
+  if [ "$stack" = current ]; then
+    have mmsegmentation "$(want mmsegmentation)" && "$vpy" -c "import ftfy, regex" \
+      2>/dev/null || { echo "[setup:$stack] installing $(pin mmsegmentation)"; \
+      "${pip[@]}" install -c "$pins" "$(pin mmsegmentation)" "$(pin ftfy)" "$(pin regex)"; }
+    "$vpy" -c "import ruff" 2>/dev/null || "${pip[@]}" install -c "$pins" ruff
+  fi
+  "$vpy" -c "import pytest" 2>/dev/null || "${pip[@]}" install -c "$pins" pytest
+  # Triton: the CUDA kernels' tests run on CPU through its interpreter (the CPU wheel
+  # of torch does not pull it in; the floor's torch pins its own).
+  have triton "$(want triton)" || { echo "[setup:$stack] installing $(pin triton)"; \
+    "${pip[@]}" install --no-deps "$(pin triton)"; }
+
+  # 4. No mmrepro in the environment: the tests and tools use this checkout (its
+  #    configs resolve through mmrepro/.mim/configs), and tests/test_install.py
+  #    installs the wheel into an environment of its own.
+  if [ -n "$(version_of mmrepro)" ]; then
+    echo "[setup:$stack] removing the installed mmrepro (the checkout is used)"
+    "${pip[@]}" uninstall -y mmrepro
+  fi
+  echo "[setup:$stack] ready: $link -> $env"
 }
 
-# 1. torch (CPU wheel from local disk where pip finds it) and mmengine. Pinning
-#    torch exactly keeps pip from pulling a multi-GB CUDA build.
-if ! have torch 2.13.0 && ! have torch 2.13.0+cpu; then
-  echo "[setup] installing $(pin torch)"
-  "${pip[@]}" install "$(pin torch)"
-fi
-have mmengine 0.10.7 || { echo "[setup] installing $(pin mmengine)"; \
-  "${pip[@]}" install -c "$constraints" "$(pin mmengine)" "$(pin numpy)"; }
-
-# 2. Build tools for mmcv's setup.py (needs pkg_resources, hence setuptools<70).
-"$venv/bin/python" -c "import pkg_resources, wheel, ninja" 2>/dev/null || {
-  echo "[setup] installing mmcv build tools"
-  "${pip[@]}" install "setuptools<70" wheel ninja; }
-
-# 3. mmcv with its C++ ops, built against the installed torch (no build isolation,
-#    which would pull another torch). About 11 minutes on 2 cores the first time.
-if ! have mmcv 2.1.0 || ! "$venv/bin/python" -c "import mmcv.ops" 2>/dev/null; then
-  echo "[setup] building $(pin mmcv) with ops (first time: ~11 min on 2 cores)"
-  MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-2}" FORCE_CUDA=0 \
-    "${pip[@]}" install --no-build-isolation -c "$constraints" "$(pin mmcv)"
-fi
-
-# 4. mmdet, mmsegmentation (another MMEngine codebase, in the suite) and the test tools.
-have mmdet 3.3.0 || { echo "[setup] installing $(pin mmdet)"; \
-  "${pip[@]}" install -c "$constraints" "$(pin mmdet)"; }
-have mmsegmentation 1.2.2 && "$venv/bin/python" -c "import ftfy, regex" 2>/dev/null || {
-  echo "[setup] installing $(pin mmsegmentation)"
-  "${pip[@]}" install -c "$constraints" "$(pin mmsegmentation)" "$(pin ftfy)" "$(pin regex)"; }
-"$venv/bin/python" -c "import pytest, ruff" 2>/dev/null || \
-  "${pip[@]}" install -c "$constraints" pytest ruff
-# Triton: the CUDA RoIAlign backward's kernels, run by the tests on CPU through its
-# interpreter (CUDA builds of torch ship it; the CPU wheel does not pull it in).
-have triton 3.7.1 || { echo "[setup] installing $(pin triton)"; \
-  "${pip[@]}" install --no-deps "$(pin triton)"; }
-
-# 5. mmrepro itself, editable.
-# (checked through the installed metadata: importing from the repo root would hide it)
-"$venv/bin/python" -c "import importlib.metadata as m; m.version('mmrepro')" 2>/dev/null || {
-  echo "[setup] installing mmrepro (editable)"
-  "${pip[@]}" install --no-build-isolation --no-deps -e "$root"; }
-
-echo "[setup] environment ready: $venv"
+for stack in "${stacks[@]}"; do setup_stack "$stack"; done
