@@ -32,7 +32,8 @@ _BUILTINS = {'_codecs.encode': ('_codecs', 'encode'),
              'builtins.set': ('builtins', 'set'),
              'builtins.frozenset': ('builtins', 'frozenset'),
              'builtins.complex': ('builtins', 'complex'),
-             'collections.OrderedDict': ('collections', 'OrderedDict')}
+             'collections.OrderedDict': ('collections', 'OrderedDict'),
+             'collections.Counter': ('collections', 'Counter')}
 
 
 def _qualified(obj: Any) -> str:

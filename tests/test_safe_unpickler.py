@@ -5,6 +5,7 @@ that both stacks test it.
 """
 import os
 import pickle
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -35,7 +36,8 @@ def _checkpoint_like() -> dict:
     return dict(state_dict={'w': torch.arange(6.).reshape(2, 3), 'n': torch.tensor(3)},
                 message_hub=dict(log_scalars={'loss': buffer},
                                  runtime_info={'arr': np.arange(4, dtype=np.int32),
-                                               'seed': 7, 'names': {'a', 'b'}}),
+                                               'seed': 7, 'names': {'a', 'b'},
+                                               'counts': Counter(a=2)}),
                 meta=dict(epoch=1, device=torch.device('cpu'), shape=torch.Size([2, 3])))
 
 
@@ -49,7 +51,7 @@ def test_loads_what_mmengine_checkpoints_hold(tmp_path):
     assert buffer.mean() == 0.375
     runtime = loaded['message_hub']['runtime_info']
     assert runtime['arr'].dtype == np.int32 and runtime['arr'].tolist() == [0, 1, 2, 3]
-    assert runtime['names'] == {'a', 'b'}
+    assert runtime['names'] == {'a', 'b'} and runtime['counts'] == Counter(a=2)
     assert loaded['meta']['shape'] == torch.Size([2, 3])
     assert torch_load_restricted(path, 'cpu', mmap=True)['state_dict']['n'].item() == 3
 
