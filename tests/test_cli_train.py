@@ -79,6 +79,9 @@ def test_cli_overrides_config_and_adds_hook():
     assert 'mmrepro' in cfg.custom_imports['imports'] and cfg.work_dir == '/tmp/x'
     assert _cfg('--resume').resume is True and _cfg('--resume').load_from is None
     assert _cfg('--resume', 'a.pth').load_from == 'a.pth'
+    # The demo config turns deterministic mode on; the CLI can turn it off again.
+    assert _cfg().randomness['deterministic'] is True
+    assert _cfg('--no-deterministic').randomness['deterministic'] is False
 
 
 @pytest.mark.parametrize('argv, match', [
