@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issues 12 and 15's GPU measurements, side by side in one run each, into one results
+# The GPU measurements, side by side in one run each, into one results
 # file: RoIAlign forward+backward (DeterministicRoIAlign vs mmcv's CUDA op), the
 # deformable ops and adaptive pooling vs the originals, and training throughput with
 # deterministic mode on vs off (R50-FPN, 1333x800, Faster and Mask R-CNN). The support
 # matrix is separate: python3 tools/support_matrix.py (about 10 minutes on one GPU).
 #   bash tools/bench_gpu.sh [OUT_FILE]     (default benchmarks/results/gpu_<device>.md)
-# Python: $PYTHON, else python3. On the lent GPU machine, `source .gpu/device_setup.sh`.
+# Python: $PYTHON, else python3 (an environment with mmcv built with its CUDA ops).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -5,7 +5,7 @@
 # Needs a GPU; elsewhere those tests skip and say why.
 #   bash tools/test_cuda.sh [pytest args]          # e.g. -x, or -m "not slow" (op tests)
 # Python: $PYTHON if set, else the first of .venv/bin/python and python3 that sees a GPU.
-# On the lent GPU machine, `source .gpu/device_setup.sh` first (mmdet, mmcv with CUDA ops).
+# It needs mmdet and mmcv built with its CUDA ops in that Python's environment.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
