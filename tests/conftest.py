@@ -12,7 +12,7 @@ import torch
 # when a kernel is first defined (mmrepro defines them on first use), so set it here.
 if not torch.cuda.is_available():
     os.environ.setdefault('TRITON_INTERPRET', '1')
-from repro_utils import checkpoint, run_train, state_digest, write_config
+from repro_utils import checkpoint, prune_checkpoints, run_train, state_digest, write_config
 
 
 @pytest.fixture(scope='session')
@@ -23,16 +23,7 @@ def data_root(tmp_path_factory) -> str:
 
 
 #: Tags of the cached runs that tests resume from: they keep every checkpoint.
-RESUMED_FROM = ('base', 'iterloop', 'hooks')
-
-
-def prune_checkpoints(work_dir: str) -> None:
-    """Delete every checkpoint of ``work_dir`` but the last (keeps the disk peak low)."""
-    last = checkpoint(work_dir)
-    for name in os.listdir(work_dir):
-        path = osp.join(work_dir, name)
-        if name.endswith('.pth') and path != last:
-            os.remove(path)
+RESUMED_FROM = ('base', 'iterloop', 'hooks', 'bsr')
 
 
 class RunCache:

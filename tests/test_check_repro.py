@@ -9,13 +9,14 @@ from mmengine.config import Config
 from repro_utils import REPO, RUN_CWD, pythonpath, write_config
 
 from mmrepro.cli.check_repro import child_config, main
+from mmrepro.run_record import load_run_record
 
 TESTS = osp.dirname(osp.abspath(__file__))
 #: RetinaNet whose neck adds OS-seeded noise (tests/nondeterministic_layer.py).
 NOISY_NECK = """
 custom_imports = dict(imports=['mmrepro', 'nondeterministic_layer'], allow_failed_imports=False)
 model = dict(neck=dict(_delete_=True, type='NondeterministicNeck', neck=dict(
-    type='FPN', in_channels=[64, 128, 256, 512], out_channels=256, start_level=1,
+    type='FPN', in_channels=[16, 32, 64, 128], out_channels=64, start_level=1,
     add_extra_convs='on_input', num_outs=5)))
 """
 
@@ -75,6 +76,8 @@ def test_failed_training_run_is_exit_2_with_its_log(tmp_path, capsys):
     (['{cfg}', '--workers-check', '-1'], '--workers-check must be >= 0, got -1'),
     (['{cfg}', '--cfg-options', 'lr'], "--cfg-options expects KEY=VALUE pairs, got 'lr'"),
     (['{empty}'], "has no model; check_repro needs a training config"),
+    (['{cfg}', '--cfg-options', 'randomness.seed=-5'],
+     'randomness.seed must be in [0, 4294967295] (2**32 - 1), got -5'),
 ])
 def test_bad_arguments_are_exit_2_with_a_message(tmp_path, capsys, args, message):
     cfg = write_config(str(tmp_path / 'cfg.py'), 'retinanet', str(tmp_path))
@@ -108,3 +111,23 @@ def test_child_config_traces_stops_and_keeps_the_users_hooks(tmp_path):
     assert loaded.custom_imports.imports == ['mine', 'mmrepro']  # registers both hooks
     assert loaded.randomness == dict(seed=0, warn_only=True)  # seed pinned: config has none
     assert loaded.default_hooks.checkpoint.interval == 3 and loaded.val_dataloader is None
+
+
+@pytest.mark.slow
+def test_two_processes_pass_and_an_injected_module_is_named(data_root, tmp_path):
+    """--launcher pytorch --nproc 2 (gloo on CPU): the demo passes, a noisy neck fails."""
+    config = write_config(str(tmp_path / 'cfg' / 'retinanet.py'), 'retinanet', data_root,
+                          num_workers=0)
+    proc = check_repro(config, '--iters', '2', '--launcher', 'pytorch', '--nproc', '2',
+                       '--work-dir', str(tmp_path / 'check'))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert '  every run: 2 processes launched by torch.distributed.run' in proc.stdout
+    assert 'result: REPRODUCIBLE: 1 comparison(s) bit-identical' in proc.stdout
+    record, _ = load_run_record(str(tmp_path / 'check' / 'run_a'))
+    assert record['world_size'] == 2 and record['backend'] == 'gloo'
+    noisy = write_config(str(tmp_path / 'cfg' / 'noisy.py'), 'retinanet', data_root,
+                         num_workers=0, extra=NOISY_NECK)
+    proc = check_repro(noisy, '--iters', '2', '--launcher', 'pytorch', '--nproc', '2',
+                       '--work-dir', str(tmp_path / 'noisy'))
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    assert 'first difference: forward output of neck.noise (UrandomNoise)' in proc.stdout

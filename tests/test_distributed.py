@@ -8,7 +8,15 @@ import sys
 import time
 
 import pytest
-from repro_utils import REPO, RUN_CWD, checkpoint, pythonpath, state_digest, write_config
+from repro_utils import (
+    REPO,
+    RUN_CWD,
+    checkpoint,
+    prune_checkpoints,
+    pythonpath,
+    state_digest,
+    write_config,
+)
 
 from mmrepro.checkpoint_io import safe_load
 
@@ -69,6 +77,8 @@ class DistRuns:
         if tag not in self._done:
             work_dir = osp.join(self.root, tag)
             dist_train(self.config(tag, extra, max_epochs), work_dir, *args)
+            if tag != 'base':  # the runs resumed from; the others keep their last
+                prune_checkpoints(work_dir)
             self._done[tag] = work_dir
         return self._done[tag]
 
