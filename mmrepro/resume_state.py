@@ -16,7 +16,8 @@ NOT_RESTORED = ('python/numpy/torch/CUDA RNG states of every rank',
 
 def build_section(seed: int, settings: Dict[str, Any], world_size: int,
                   batch_size: Optional[int], loop: str, position: Optional[Dict[str, int]],
-                  rng: List[Dict[str, Any]]) -> Dict[str, Any]:
+                  rng: List[Dict[str, Any]],
+                  preprocessor: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Assemble the section written into ``checkpoint['mmrepro']``.
 
     Args:
@@ -28,11 +29,13 @@ def build_section(seed: int, settings: Dict[str, Any], world_size: int,
         position: ``dict(epoch=e, batches=b)``: the next pass of sampler epoch
             ``e`` starts after ``b`` batches; None if unknown.
         rng: One :func:`~mmrepro.data.rng_state.capture_rng_state` per rank.
+        preprocessor: The data preprocessor's state between iterations
+            (:func:`mmrepro.preprocessor_state.capture`).
     """
     return dict(format=FORMAT, seed=seed,
                 randomness={k: v for k, v in settings.items() if k != 'seed'},
                 world_size=world_size, batch_size=batch_size, loop=loop,
-                position=position, rng=rng)
+                position=position, rng=rng, preprocessor=preprocessor or {})
 
 
 def check_section(section: Any, path: str = 'checkpoint') -> Dict[str, Any]:
@@ -67,4 +70,6 @@ def check_section(section: Any, path: str = 'checkpoint') -> Dict[str, Any]:
             and all(isinstance(position.get(k), int) and position[k] >= 0
                     for k in ('epoch', 'batches'))):
         fail(f'position {position!r:.80}')
+    if not isinstance(section.get('preprocessor', {}), dict):
+        fail(f"preprocessor state {section['preprocessor']!r:.80}")
     return section

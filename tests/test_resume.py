@@ -172,3 +172,23 @@ def test_stateful_hooks_correct_after_resume(runs, tmp_path):
     assert all(torch.equal(final['ema_state_dict'][k], original['ema_state_dict'][k])
                for k in original['ema_state_dict'])
     assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
+
+
+#: BatchSyncRandomResize drawing every 2 iterations, always to height 64: below every
+#: batch's own size, so the size in force at iteration 10 is never the batch's own.
+BATCH_SYNC_RESIZE = """
+model = dict(data_preprocessor=dict(batch_augments=[dict(
+    type='BatchSyncRandomResize', random_size_range=(64, 64), interval=2,
+    size_divisor=32)]))
+"""
+
+
+def test_batch_sync_random_resize_size_survives_a_resume(runs, tmp_path):
+    base = runs.get('retinanet', 'bsr', extra=BATCH_SYNC_RESIZE)
+    saved = safe_load(checkpoint(base, 'iter_10.pth'))['mmrepro']['preprocessor']
+    (key, size), = saved.items()
+    assert key == 'batch_augments.0._input_size' and size[0] == 64
+    work_dir, out = _resume(runs, tmp_path, 'retinanet', checkpoint(base, 'iter_10.pth'),
+                            extra=BATCH_SYNC_RESIZE)
+    assert f"mmrepro: restored the data preprocessor's {key}" in out
+    assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))

@@ -9,6 +9,7 @@ from mmengine.hooks import CheckpointHook, Hook
 from mmengine.registry import HOOKS
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
 
+from .. import preprocessor_state
 from ..data.rng_state import capture_rng_state, restore_rng_state
 from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..data_fingerprint import check_mode
@@ -26,11 +27,13 @@ class ReproducibilityHook(Hook):
 
     Every checkpoint gets an ``mmrepro`` section (see
     :mod:`mmrepro.resume_state`): the seed, the python/numpy/torch/CUDA RNG
-    states of every rank, and the data position (sampler epoch and batches
-    consumed). On resume the train loader skips the consumed batches at the index
-    level, each rank's RNG states are restored right before the first unseen
-    iteration, and the loop numbers batches as the original run did, so the
-    resumed run ends with the same weights, byte for byte.
+    states of every rank, the data position (sampler epoch and batches
+    consumed) and the data preprocessor's state between iterations
+    (:mod:`mmrepro.preprocessor_state`: ``BatchSyncRandomResize``'s size). On resume
+    the train loader skips the consumed batches at the index level, each rank's RNG
+    states are restored right before the first unseen iteration, and the loop numbers
+    batches as the original run did, so the resumed run ends with the same weights,
+    byte for byte.
 
     It also writes the run record (:mod:`mmrepro.run_record`) into the log dir and
     every checkpoint's meta, and with ``trace_interval > 0`` records a trace of
@@ -137,7 +140,7 @@ class ReproducibilityHook(Hook):
             checkpoint['meta']['run_record'] = json.loads(json.dumps(self._record, default=str))
         checkpoint['mmrepro'] = build_section(
             settings['seed'], settings, world_size, self._batch_size(runner), loop,
-            self._position, rng)
+            self._position, rng, preprocessor_state.capture(runner.model))
 
     # --------------------------------------------------------------- resuming
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
@@ -179,6 +182,10 @@ class ReproducibilityHook(Hook):
         if section is None:
             return
         restore_rng_state(section['rng'][get_rank()])
+        restored = preprocessor_state.restore(runner.model, section.get('preprocessor', {}))
+        if restored:
+            runner.logger.info('mmrepro: restored the data preprocessor\'s '
+                               f"{', '.join(restored)}")
         position = section.get('position')
         self._position = position
         if not position:
