@@ -1,11 +1,15 @@
 """tools/train.py end to end: reruns are byte-identical; CLI and config validation."""
 import os.path as osp
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
 from repro_utils import (
     CONFIGS,
+    REPO,
+    RUN_CWD,
     checkpoint,
     losses,
     run_log,
@@ -117,3 +121,19 @@ def test_faster_rcnn_trains_with_replaced_roi_align(runs):
     assert 'mmcv op audit: 4 module(s) backed by ops nondeterministic on CUDA' in log
     assert log.count('| RoIAlign | RoIAlign | replaced') == 4
     assert 'roi_head.bbox_roi_extractor.roi_layers.0' in log
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--cfg-options', 'randomness.seed=-5'],
+     'train.py: error: randomness.seed must be in [0, 4294967295] (2**32 - 1), got -5.'),
+    (['--cfg-options', 'randomness.determinstic=True'],
+     "train.py: error: Unknown key(s) ['determinstic'] in `randomness`"),
+])
+def test_bad_randomness_is_one_error_line_and_exit_2(tmp_path, argv, message):
+    proc = subprocess.run([sys.executable, osp.join(REPO, 'tools', 'train.py'),
+                           CONFIGS['retinanet'], '--work-dir', str(tmp_path / 'w'), *argv],
+                          cwd=RUN_CWD, capture_output=True, text=True, timeout=300)
+    errors = [line for line in proc.stderr.splitlines() if 'error' in line.lower()]
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr
+    assert len(errors) == 1 and errors[0].startswith(message), proc.stderr
+    assert not (tmp_path / 'w').exists()  # nothing built or written

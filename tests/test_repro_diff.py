@@ -16,6 +16,10 @@ log_processor = dict(by_epoch=False)
 default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=3))
 custom_hooks = [dict(type='ReproducibilityHook', trace_interval=1)]
 """
+#: An iteration loop's own sampler (a finite one is not resumed exactly: guarantees.md).
+INFINITE = """
+train_dataloader = dict(sampler=dict(_delete_=True, type='InfiniteSampler', shuffle=True))
+"""
 
 
 @pytest.fixture(scope='module')
@@ -168,3 +172,22 @@ def test_corrupted_trace_is_exit_2_naming_the_line(tmp_path, capsys):
     b = _fake_run(tmp_path / 'b', [1.0], trace=header + '{"iter": 1, "los\n{}\n')
     code, _, err = _diff(capsys, a, b)
     assert code == 2 and 'trace.jsonl: line 2 is not valid JSON' in err
+
+
+@pytest.mark.slow
+def test_a_resumed_work_dir_is_compared_whole(data_root, tmp_path, capsys):
+    """Stopped after iteration 2 and resumed in the same work dir: both log dirs count."""
+    config = write_config(str(tmp_path / 'cfg' / 'resumable.py'), 'retinanet', data_root,
+                          num_workers=0, extra=TRACED + 'default_hooks = dict(checkpoint='
+                          'dict(interval=1))\n' + INFINITE)
+    full, split = str(tmp_path / 'full'), str(tmp_path / 'split')
+    run_train(config, full)
+    run_train(config, split, '--cfg-options', 'train_cfg.max_iters=2')
+    run_train(config, split, '--resume')
+    assert main([full, split]) == 0
+    out = capsys.readouterr().out
+    assert out.count('a resumed run: 2 log dirs joined in iteration order') == 1
+    assert ' (iterations 1-2), ' in out and ' (iterations 3-3)' in out
+    assert 'run records: resume differ (a resumed run); not settings, left out' in out
+    assert 'run records: identical' in out
+    assert 'traces: bit-identical over iterations 1..3 (3 traced)' in out

@@ -22,6 +22,7 @@ import os
 import os.path as osp
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +33,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..patches.scope import HOOK_NAMES
 from ..run_record import RunRecordError, diff_records, find_log_dir, load_run_record
+from ..seeding import validate_randomness
 from ..trace import TRACE_NAME, TraceError, compare_traces, describe_diff, read_trace
 
 PROG = 'check_repro'
@@ -84,7 +86,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parse the command line (argparse exits with status 2 on a malformed one)."""
     parser = argparse.ArgumentParser(
         prog=PROG, description='Train a config twice for a few iterations and check that '
-        'the runs are bit-identical (losses, forward outputs, gradients, weights).')
+        'the runs are bit-identical (losses, forward outputs, gradients, weights).',
+        epilog='exit status: 0 every comparison bit-identical; 1 a run diverged (the first '
+        'iteration and module are named); 2 bad arguments or config, or a training run '
+        'failed (its log is named)')
     parser.add_argument('config', help='train config file')
     parser.add_argument('--iters', type=int, default=8,
                         help='iterations per run (default: 8)')
@@ -96,6 +101,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='also resume the first run from its middle checkpoint')
     parser.add_argument('--workers-check', type=int, default=None, metavar='K',
                         help='also train with train_dataloader.num_workers=K')
+    parser.add_argument('--launcher', choices=['none', 'pytorch'], default='none',
+                        help='pytorch: every run is --nproc processes launched by '
+                        'torch.distributed.run (NCCL on GPUs, gloo on CPU); default: none')
+    parser.add_argument('--nproc', type=int, default=2, metavar='N',
+                        help='processes per run with --launcher pytorch (default: 2)')
     return parser.parse_args(argv)
 
 
@@ -114,6 +124,8 @@ def validate_args(args: argparse.Namespace) -> None:
                          f'--iters >= 2, got {args.iters}')
     if args.workers_check is not None and args.workers_check < 0:
         raise ValueError(f'--workers-check must be >= 0, got {args.workers_check}')
+    if args.launcher == 'pytorch' and args.nproc < 1:
+        raise ValueError(f'--nproc must be >= 1, got {args.nproc}')
     if args.work_dir is not None and osp.isfile(args.work_dir):
         raise ValueError(f'--work-dir {args.work_dir!r} is a file')
 
@@ -228,17 +240,30 @@ def record_differences(reference: str, other: str, run: Run) -> List[str]:
             if key not in run.expected and key != 'config_sha256']
 
 
-def _train_command(child: str, work_dir: str, run: Run, user_options: List[str]) -> List[str]:
+def _train_command(child: str, work_dir: str, run: Run, user_options: List[str],
+                   nproc: int = 0) -> List[str]:
     script = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))),
                       'tools', 'train.py')
     entry = [script] if osp.isfile(script) else ['-m', 'mmrepro.cli.train']
+    launch, launcher = [], []
+    if nproc:
+        launch = ['-m', 'torch.distributed.run', f'--nproc_per_node={nproc}',
+                  f'--master_port={_free_port()}']
+        launcher = ['--launcher', 'pytorch']
     options = [*user_options, *run.cfg_options]
-    return [sys.executable, *entry, child, '--work-dir', work_dir, *run.args,
-            *(['--cfg-options', *options] if options else [])]
+    return [sys.executable, *launch, *entry, child, '--work-dir', work_dir, *run.args,
+            *launcher, *(['--cfg-options', *options] if options else [])]
 
 
-def train(run: Run, child: str, root: str, user_options: List[str]) -> str:
-    """Train ``run``; return its log dir.
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def train(run: Run, child: str, root: str, user_options: List[str], nproc: int = 0) -> str:
+    """Train ``run`` (on ``nproc`` processes launched by torchrun if > 0); return its log
+    dir.
 
     Raises:
         RuntimeError: The training failed (the message names its log).
@@ -246,7 +271,7 @@ def train(run: Run, child: str, root: str, user_options: List[str]) -> str:
     work_dir = osp.join(root, run.name)
     log = osp.join(root, f'{run.name}.log')
     shutil.rmtree(work_dir, ignore_errors=True)
-    command = _train_command(child, work_dir, run, user_options)
+    command = _train_command(child, work_dir, run, user_options, nproc)
     with open(log, 'w') as f:
         f.write(' '.join(command) + '\n')
         f.flush()
@@ -325,6 +350,7 @@ def run_check(args: argparse.Namespace, result: Optional[Dict[str, Any]] = None)
             error string).
     """
     cfg = load_config(args.config, args.cfg_options)
+    validate_randomness(cfg.get('randomness'))  # before anything is trained
     args.work_dir = args.work_dir or osp.join(
         'work_dirs', 'check_repro', osp.splitext(osp.basename(args.config))[0])
     os.makedirs(args.work_dir, exist_ok=True)
@@ -337,13 +363,16 @@ def run_check(args: argparse.Namespace, result: Optional[Dict[str, Any]] = None)
           f'iteration; seed {_seed(cfg)}{" (the config has none)" if seed is None else ""}, '
           f'deterministic={_deterministic(cfg)}')
     print(f'  work dir: {args.work_dir} (child config {child})')
+    if args.launcher == 'pytorch':
+        print(f'  every run: {args.nproc} processes launched by torch.distributed.run')
     runs = plan_runs(args)
     log_dirs: Dict[str, str] = {}
     logs: Dict[str, str] = {}
     for i, run in enumerate(runs, 1):
         start = time.perf_counter()
         print(f'[{i}/{len(runs)}] {run.name} ({run.description}) ...', end=' ', flush=True)
-        log_dirs[run.name] = train(run, child, args.work_dir, args.cfg_options)
+        log_dirs[run.name] = train(run, child, args.work_dir, args.cfg_options,
+                                   args.nproc if args.launcher == 'pytorch' else 0)
         logs[run.name] = osp.join(args.work_dir, f'{run.name}.log')
         print(f'{time.perf_counter() - start:.1f} s')
     header, lines_a = read_trace(osp.join(log_dirs['run_a'], TRACE_NAME))
@@ -382,7 +411,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         validate_args(args)
         return run_check(args)
-    except (ValueError, RuntimeError, RunRecordError, TraceError) as err:
+    except (ValueError, TypeError, RuntimeError, RunRecordError, TraceError) as err:
         print(f'{PROG}: error: {err}', file=sys.stderr)
         return 2
 

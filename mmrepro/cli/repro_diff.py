@@ -16,6 +16,7 @@ read (missing or corrupted record, trace or log; the message names the file).
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import math
 import os.path as osp
@@ -51,6 +52,8 @@ class RunData:
         log_dir: The log dir (None for a checkpoint).
         trace: ``(header, lines)`` of its trace, if any.
         scalars: Its logged training rows (with a ``loss``), if any.
+        stitched: ``(log dir, first iteration, last iteration)`` of each log dir whose
+            rows were joined (a work dir trained, stopped and resumed), else empty.
     """
 
     label: str
@@ -60,13 +63,16 @@ class RunData:
     log_dir: Optional[str] = None
     trace: Optional[Tuple[Dict[str, Any], List[Dict[str, Any]]]] = None
     scalars: List[Dict[str, Any]] = field(default_factory=list)
+    stitched: List[Tuple[str, int, int]] = field(default_factory=list)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parse the command line (argparse exits with status 2 on a malformed one)."""
     parser = argparse.ArgumentParser(
         prog=PROG, description='Compare two training runs: run records, first diverging '
-        'iteration and module, loss curves.')
+        'iteration and module, loss curves.',
+        epilog='exit status: 0 nothing differs; 1 something differs; 2 a run record, trace '
+        'or log is missing or corrupted (the file and problem are named)')
     parser.add_argument('run_a', help='work dir, log dir, run_record.json or checkpoint')
     parser.add_argument('run_b', help='work dir, log dir, run_record.json or checkpoint')
     parser.add_argument('--plot', metavar='OUT.png', help='write both loss curves here')
@@ -100,21 +106,58 @@ def read_scalars(path: str) -> List[Dict[str, Any]]:
 def load_run(label: str, path: str) -> RunData:
     """Read the record, and the trace and scalars log next to it, of one run.
 
+    Given a work dir with several log dirs (a run stopped and resumed, each start
+    writing its own ``<timestamp>/``), the traces and scalars logs of all of them are
+    joined in iteration order, a later log dir's row replacing an earlier one's for the
+    same iteration; the record is the newest one.
+
     Raises:
         RunRecordError: The record (or the scalars log) is missing or corrupted.
         TraceError: The trace exists but is corrupted.
     """
     record, source = load_run_record(path)
     run = RunData(label, path, record, source)
-    if osp.basename(source) == RECORD_NAME:
-        run.log_dir = osp.dirname(source)
-        trace = osp.join(run.log_dir, TRACE_NAME)
-        if osp.isfile(trace):
-            run.trace = read_trace(trace)
-        scalars = osp.join(run.log_dir, SCALARS)
-        if osp.isfile(scalars):
-            run.scalars = read_scalars(scalars)
+    if osp.basename(source) != RECORD_NAME:
+        return run
+    run.log_dir = osp.dirname(source)
+    log_dirs = [run.log_dir]
+    if osp.samefile(osp.dirname(run.log_dir), path):
+        log_dirs = sorted(osp.dirname(p) for p in glob.glob(
+            osp.join(glob.escape(path), '*', RECORD_NAME)))
+    traces = [read_trace(osp.join(d, TRACE_NAME)) for d in log_dirs
+              if osp.isfile(osp.join(d, TRACE_NAME))]
+    if traces:
+        header = traces[-1][0]
+        same = [lines for head, lines in traces
+                if head.get('version') == header.get('version')]
+        run.trace = (header, _join_by_iteration(same))
+    scalars = [read_scalars(osp.join(d, SCALARS)) for d in log_dirs
+               if osp.isfile(osp.join(d, SCALARS))]
+    run.scalars = _join_by_iteration(scalars)
+    if len(log_dirs) > 1:
+        for log_dir, rows in zip(log_dirs, _rows_per_dir(log_dirs), strict=True):
+            if rows:
+                run.stitched.append((osp.basename(log_dir), rows[0], rows[-1]))
     return run
+
+
+def _join_by_iteration(parts: Sequence[Sequence[Dict[str, Any]]]) -> List[Dict[str, Any]]:
+    """Rows of every part by ``iter``; a later part's row wins for the same iteration."""
+    joined: Dict[int, Dict[str, Any]] = {}
+    for rows in parts:
+        joined.update((row['iter'], row) for row in rows)
+    return [joined[i] for i in sorted(joined)]
+
+
+def _rows_per_dir(log_dirs: Sequence[str]) -> List[List[int]]:
+    """The logged iterations of each log dir (from its trace, else its scalars log)."""
+    out = []
+    for log_dir in log_dirs:
+        trace, scalars = osp.join(log_dir, TRACE_NAME), osp.join(log_dir, SCALARS)
+        rows = (read_trace(trace)[1] if osp.isfile(trace)
+                else read_scalars(scalars) if osp.isfile(scalars) else [])
+        out.append(sorted(row['iter'] for row in rows))
+    return out
 
 
 def _show(value: Any) -> str:
@@ -136,21 +179,28 @@ def describe_records(a: RunData, b: RunData) -> Tuple[List[str], int]:
     """Lines describing how the two run records differ, and how many settings do.
 
     The config hash is shown only when no config key is (records written before the
-    config was recorded key by key).
+    config was recorded key by key). ``resume`` and, for a resumed run, ``load_from``
+    say how a run was started, not what it computes: they are left out, and said so.
     """
     diffs = diff_records(a.record, b.record)
-    if any(key.startswith('config.') for key, _, _ in diffs):
+    by_key = {key: (value_a, value_b) for key, value_a, value_b in diffs}
+    resumed = any(str(v) == 'True' for v in by_key.get('config.resume', ()))
+    started = [k for k in ('config.resume', 'config.load_from') if k in by_key and resumed]
+    diffs = [d for d in diffs if d[0] not in started]
+    if started or any(key.startswith('config.') for key, _, _ in diffs):
         diffs = [d for d in diffs if d[0] != 'config_sha256']
+    note = ([f"run records: {' and '.join(k.split('.', 1)[1] for k in started)} differ "
+             '(a resumed run); not settings, left out'] if started else [])
     if not diffs:
-        return ['run records: identical (seed, randomness, world size, versions, devices, '
-                'environment, PyTorch flags, code, config, data)'], 0
+        return note + ['run records: identical (seed, randomness, world size, versions, '
+                       'devices, environment, PyTorch flags, code, config, data)'], 0
     groups: Dict[str, List[Tuple[str, Any, Any]]] = {}
     for key, value_a, value_b in diffs:
         section, _, rest = key.partition('.')
         if section == 'config_sha256':
             section, rest = 'config', '(sha256 of the whole config)'
         groups.setdefault(section, []).append((rest, value_a, value_b))
-    lines = [f'run records: {len(diffs)} setting(s) differ (A -> B)']
+    lines = note + [f'run records: {len(diffs)} setting(s) differ (A -> B)']
     for section, entries in groups.items():
         if len(entries) == 1 and not entries[0][0]:
             lines.append(f'  {section}: {_show(entries[0][1])} -> {_show(entries[0][2])}')
@@ -278,8 +328,12 @@ def plot_losses(curve_a: Sequence[Tuple[int, float]], curve_b: Sequence[Tuple[in
 def run_diff(args: argparse.Namespace) -> int:
     """Compare, print, plot; return the exit status (0 same, 1 different)."""
     a, b = load_run('A', args.run_a), load_run('B', args.run_b)
-    print(f'A: {a.source}')
-    print(f'B: {b.source}')
+    for run in (a, b):
+        print(f'{run.label}: {run.source}')
+        if run.stitched:
+            print(f'  a resumed run: {len(run.stitched)} log dirs joined in iteration order: '
+                  + ', '.join(f'{name} (iterations {first}-{last})'
+                              for name, first, last in run.stitched))
     record_lines, differences = describe_records(a, b)
     divergence_lines, first, diverged = describe_divergence(a, b)
     for line in (*record_lines, *divergence_lines):

@@ -21,7 +21,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     from mmengine.config import DictAction
     parser = argparse.ArgumentParser(
         description='Train an MMEngine config reproducibly (mmrepro): MMDetection, '
-        'MMSegmentation and other OpenMMLab codebases')
+        'MMSegmentation and other OpenMMLab codebases',
+        epilog='exit status: 0 trained; 2 bad arguments or config (one error: line, '
+        'before anything is built or written); 1 training failed (traceback)')
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the dir to save logs and models')
     parser.add_argument('--amp', action='store_true', default=False,
@@ -170,7 +172,11 @@ def reexec_with_hash_seed(seed: Optional[int], argv: List[str]) -> None:
 def main(argv: Optional[List[str]] = None):
     """Train the config; return the Runner."""
     args = parse_args(argv)
-    cfg = build_config(args)
+    try:
+        cfg = build_config(args)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        print(f'{osp.basename(sys.argv[0])}: error: {err}', file=sys.stderr)
+        sys.exit(2)
     if args.hash_seed_reexec:
         reexec_with_hash_seed(cfg.randomness.get('seed'), sys.orig_argv[1:])
     prepare_environment(cfg.randomness)
