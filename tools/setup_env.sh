@@ -27,6 +27,8 @@ setup_stack() {
   local stack=$1 pins="$root/requirements/stack-$1.txt" env="$home/envs/$1"
   local link="$root/.venv" wheels="$home/wheels/$1"
   [ "$stack" = floor ] && link="$root/.venv-floor"
+  # A checkout whose .venv is a real directory (older set-ups) keeps using it.
+  [ -d "$link" ] && [ ! -L "$link" ] && env="$link"
   local vpy="$env/bin/python"
   pin() { grep -E "^$1[=<>]" "$pins" | head -n1; }
   version_of() { (cd / && "$vpy" -c "import importlib.metadata as m; print(m.version('$1'))") \
@@ -40,7 +42,7 @@ setup_stack() {
     mkdir -p "$home/envs"
     "$py" -m venv "$env"
   fi
-  ln -sfn "$env" "$link"
+  [ "$env" = "$link" ] || ln -sfn "$env" "$link"
 
   # 1. torch, numpy, mmengine. Pinning torch exactly keeps pip from replacing it.
   #    The floor's torch brings its CUDA libraries (~4.7 GB): no pip cache copy of them.
