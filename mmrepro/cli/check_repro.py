@@ -416,10 +416,5 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
 
 
-def console_main() -> int:
-    """``mmrepro-check`` and ``python -m mmrepro.cli.check_repro``: :func:`main`'s exit code."""
-    return main()
-
-
 if __name__ == '__main__':
-    sys.exit(console_main())
+    sys.exit(main())

@@ -288,10 +288,5 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0 if all(r.bit_exact for r in results) else 1
 
 
-def console_main() -> int:
-    """``mmrepro-matrix`` / ``python -m mmrepro.cli.support_matrix``: :func:`main`'s code."""
-    return main()
-
-
 if __name__ == '__main__':
-    sys.exit(console_main())
+    sys.exit(main())
