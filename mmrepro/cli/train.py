@@ -43,7 +43,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     # When using PyTorch version >= 2.0.0, the `torch.distributed.launch`
     # will pass the `--local-rank` parameter to `tools/train.py` instead
     # of `--local_rank`.
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0,
+                        help='set by torch.distributed.launch (sets LOCAL_RANK)')
     parser.add_argument('--seed', type=_seed_arg, default=None,
                         help='random seed (overrides randomness.seed)')
     parser.add_argument('--deterministic', action=argparse.BooleanOptionalAction,
