@@ -124,20 +124,23 @@ def load_run(label: str, path: str) -> RunData:
     if osp.samefile(osp.dirname(run.log_dir), path):
         log_dirs = sorted(osp.dirname(p) for p in glob.glob(
             osp.join(glob.escape(path), '*', RECORD_NAME)))
-    traces = [read_trace(osp.join(d, TRACE_NAME)) for d in log_dirs
-              if osp.isfile(osp.join(d, TRACE_NAME))]
+    traces = {d: read_trace(osp.join(d, TRACE_NAME)) for d in log_dirs
+              if osp.isfile(osp.join(d, TRACE_NAME))}
+    scalars = {d: read_scalars(osp.join(d, SCALARS)) for d in log_dirs
+               if osp.isfile(osp.join(d, SCALARS))}
     if traces:
-        header = traces[-1][0]
-        same = [lines for head, lines in traces
-                if head.get('version') == header.get('version')]
-        run.trace = (header, _join_by_iteration(same))
-    scalars = [read_scalars(osp.join(d, SCALARS)) for d in log_dirs
-               if osp.isfile(osp.join(d, SCALARS))]
-    run.scalars = _join_by_iteration(scalars)
+        header = traces[log_dirs[-1]][0] if log_dirs[-1] in traces else \
+            list(traces.values())[-1][0]
+        run.trace = (header, _join_by_iteration(
+            [lines for head, lines in traces.values()
+             if head.get('version') == header.get('version')]))
+    run.scalars = _join_by_iteration(list(scalars.values()))
     if len(log_dirs) > 1:
-        for log_dir, rows in zip(log_dirs, _rows_per_dir(log_dirs), strict=True):
+        for log_dir in log_dirs:  # each dir's iterations: from its trace, else its log
+            rows = traces[log_dir][1] if log_dir in traces else scalars.get(log_dir, [])
             if rows:
-                run.stitched.append((osp.basename(log_dir), rows[0], rows[-1]))
+                run.stitched.append((osp.basename(log_dir), rows[0]['iter'],
+                                     rows[-1]['iter']))
     return run
 
 
@@ -147,17 +150,6 @@ def _join_by_iteration(parts: Sequence[Sequence[Dict[str, Any]]]) -> List[Dict[s
     for rows in parts:
         joined.update((row['iter'], row) for row in rows)
     return [joined[i] for i in sorted(joined)]
-
-
-def _rows_per_dir(log_dirs: Sequence[str]) -> List[List[int]]:
-    """The logged iterations of each log dir (from its trace, else its scalars log)."""
-    out = []
-    for log_dir in log_dirs:
-        trace, scalars = osp.join(log_dir, TRACE_NAME), osp.join(log_dir, SCALARS)
-        rows = (read_trace(trace)[1] if osp.isfile(trace)
-                else read_scalars(scalars) if osp.isfile(scalars) else [])
-        out.append(sorted(row['iter'] for row in rows))
-    return out
 
 
 def _show(value: Any) -> str:
