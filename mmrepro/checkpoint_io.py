@@ -4,7 +4,7 @@
 the message hub holds ``HistoryBuffer`` objects and numpy arrays. Rather than
 falling back to loading arbitrary pickles, mmrepro allow-lists exactly the globals
 its checkpoints contain (:func:`allowed_globals`) for the duration of each load:
-through ``torch.serialization.safe_globals`` where torch has it (2.5+), otherwise
+through ``torch.serialization.safe_globals`` where it takes that list (torch 2.6+), otherwise
 through a restricted unpickler with the same allow-list
 (:mod:`mmrepro.safe_unpickler`).
 """

@@ -26,14 +26,9 @@ import torch
 __all__ = ['Unpickler', 'allowed_names', 'has_safe_globals', 'load', 'torch_load_restricted']
 
 #: Globals that torch's own weights-only unpickler allows in newer releases.
-_BUILTINS = {'_codecs.encode': ('_codecs', 'encode'),
-             'torch.device': ('torch', 'device'),
-             'builtins.bytearray': ('builtins', 'bytearray'),
-             'builtins.set': ('builtins', 'set'),
-             'builtins.frozenset': ('builtins', 'frozenset'),
-             'builtins.complex': ('builtins', 'complex'),
-             'collections.OrderedDict': ('collections', 'OrderedDict'),
-             'collections.Counter': ('collections', 'Counter')}
+_BUILTINS = ('_codecs.encode', 'torch.device', 'builtins.bytearray', 'builtins.set',
+             'builtins.frozenset', 'builtins.complex', 'collections.OrderedDict',
+             'collections.Counter')
 
 
 def _qualified(obj: Any) -> str:
@@ -47,7 +42,8 @@ def allowed_names() -> Dict[str, Any]:
 
     from .checkpoint_io import allowed_globals
     names: Dict[str, Any] = dict(wou._get_allowed_globals())
-    for name, (module, attr) in _BUILTINS.items():
+    for name in _BUILTINS:
+        module, _, attr = name.rpartition('.')
         names[name] = getattr(importlib.import_module(module), attr)
     for entry in allowed_globals():
         obj, name = entry if isinstance(entry, tuple) else (entry, _qualified(entry))

@@ -12,7 +12,7 @@ import os.path as osp
 import sys
 from typing import List, Optional
 
-from ..patches.scope import HOOK_NAMES
+from ..patches.scope import HOOK_NAMES, is_reproducibility_hook
 from ..seeding import check_seed, prepare_cublas_workspace_config, validate_randomness
 
 
@@ -123,8 +123,7 @@ def build_config(args: argparse.Namespace):
         imports['imports'] = list(imports.get('imports', [])) + ['mmrepro']
     cfg.custom_imports = imports
     hooks = list(cfg.get('custom_hooks') or [])
-    if not any(isinstance(h, dict) and h.get('type') in HOOK_NAMES
-               for h in hooks):
+    if not any(is_reproducibility_hook(h) for h in hooks):
         hooks.append(dict(type=HOOK_NAMES[0]))
     cfg.custom_hooks = hooks
     return cfg
