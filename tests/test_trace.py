@@ -221,9 +221,9 @@ def test_tracer_writes_every_nth_iteration_with_hooks_only_then(tmp_path):
     path, hooks_seen = _train(tmp_path, 'a', interval=2)
     header, lines = T.read_trace(path)
     assert header['interval'] == 2 and header['modules']['block.conv'] == 'Conv2d'
-    assert [line['iter'] for line in lines] == [2, 4]
-    assert hooks_seen == [0, 1, 0, 1]  # forward hooks exist only on traced iterations
-    line = lines[0]
+    assert [line['iter'] for line in lines] == [1, 2, 4]  # the first, then every 2nd
+    assert hooks_seen == [1, 1, 0, 1]  # forward hooks exist only on traced iterations
+    line = lines[1]
     assert list(line['losses']) == ['loss']
     assert float.fromhex(line['losses']['loss']) > 0
     assert list(line['forward'])[:3] == ['block.conv', 'block.bn', 'block']  # finish order
@@ -378,3 +378,19 @@ def test_digests_of_fixed_tensors_are_pinned():
     assert {k: T.to_hex(T.tensor_digest(t, 'x')) for k, t in tensors.items()} == pinned
     nested = (tensors['f32'], [tensors['i64'], {'y': tensors['f16'], 'n': 3, 'f': 0.5}])
     assert T.to_hex(batching.digest(nested)) == 'a01b0b130dd7d728'
+
+
+@pytest.mark.slow
+def test_the_hook_traces_by_default_and_reruns_trace_alike(runs):
+    import glob
+    import os.path as osp
+
+    from mmrepro.hooks import ReproducibilityHook
+    assert ReproducibilityHook().trace_interval == 50
+    traces = []
+    for tag in ('base', 'rerun'):
+        (path,) = glob.glob(osp.join(runs.get('retinanet', tag), '*', T.TRACE_NAME))
+        traces.append(T.read_trace(path))
+    (header, lines), (_, again) = traces
+    assert header['interval'] == 50 and [line['iter'] for line in lines] == [1]
+    assert len(lines[0]['grad']) == 81 and lines == again

@@ -15,7 +15,7 @@ from .fileformat import ROOT_NAME, SECTIONS, TRACE_FORMAT, TRACE_NAME, TRACE_VER
 
 
 class Tracer:
-    """Record losses and digests every ``interval`` iterations into ``trace.jsonl``.
+    """Record losses and digests at the first iteration and every ``interval`` iterations.
 
     With ``forward``, forward hooks (on every module) exist only during traced
     iterations: they are added in :meth:`before_train_iter` and removed in
@@ -40,7 +40,8 @@ class Tracer:
 
     Args:
         runner: The MMEngine Runner (``runner.model``, ``runner.log_dir``).
-        interval: Trace iterations ``i`` (1-based) with ``i % interval == 0``.
+        interval: Trace the first iteration and iterations ``i`` (1-based) with
+            ``i % interval == 0``.
         filename: Trace file name in ``runner.log_dir``.
         forward: Also digest every module's forward output, to name the first module
             whose output differs (``tools/check_repro.py`` turns it on). Off by
@@ -90,8 +91,8 @@ class Tracer:
 
     # ----------------------------------------------------------------- runner calls
     def traced(self, iteration: int) -> bool:
-        """Whether the 0-based ``iteration`` is traced."""
-        return (iteration + 1) % self.interval == 0
+        """Whether the 0-based ``iteration`` is traced (the first one always is)."""
+        return iteration == 0 or (iteration + 1) % self.interval == 0
 
     def before_train_iter(self, runner: Any, batch_idx: int) -> None:
         """Install the hooks when this iteration is traced."""
