@@ -15,32 +15,38 @@ from __future__ import annotations
 
 import json
 import os.path as osp
+import sys
 from typing import Any, Dict
 
-#: (config under mmdet's configs, iterations of its schedule on COCO train2017).
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
 COCO_IMAGES = 118287
+#: (config under mmdet's configs, epochs, total batch size) of its standard schedule.
 MODELS = (
-    ('retinanet/retinanet_r50_fpn_1x_coco.py', 12 * -(-COCO_IMAGES // 16)),
-    ('faster_rcnn/faster-rcnn_r50_fpn_1x_coco.py', 12 * -(-COCO_IMAGES // 16)),
-    ('mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py', 12 * -(-COCO_IMAGES // 16)),
-    ('yolox/yolox_s_8xb8-300e_coco.py', 300 * -(-COCO_IMAGES // 64)),
-    ('rtmdet/rtmdet_tiny_8xb32-300e_coco.py', 300 * -(-COCO_IMAGES // 256)),
-    ('rtmdet/rtmdet_l_8xb32-300e_coco.py', 300 * -(-COCO_IMAGES // 256)),
+    ('retinanet/retinanet_r50_fpn_1x_coco.py', 12, 16),
+    ('faster_rcnn/faster-rcnn_r50_fpn_1x_coco.py', 12, 16),
+    ('mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py', 12, 16),
+    ('yolox/yolox_s_8xb8-300e_coco.py', 300, 64),
+    ('rtmdet/rtmdet_tiny_8xb32-300e_coco.py', 300, 256),
+    ('rtmdet/rtmdet_l_8xb32-300e_coco.py', 300, 256),
 )
-#: Loss names of a two-stage detector; a loss's hex value has at most 22 characters.
+#: A loss's ``float.hex`` at its longest (22 characters).
 LOSS_HEX = '-0x1.0123456789abcp-10'
+#: Loss names of a two-stage detector with masks.
+LOSSES = ('loss_rpn_cls', 'loss_rpn_bbox', 'loss_cls', 'loss_bbox', 'loss_mask', 'acc')
 
 
 def line_bytes(model: Any) -> int:
     """Bytes of one trace line (with its newline) for ``model``, as the tracer writes it."""
-    digest = '0123456789abcdef'
-    line: Dict[str, Any] = dict(
-        iter=100000, epoch=300, batch_idx=10000,
-        losses={name: LOSS_HEX for name in ('loss_rpn_cls', 'loss_rpn_bbox', 'loss_cls',
-                                            'loss_bbox', 'loss_mask', 'acc')},
-        grad={n: digest for n, p in model.named_parameters() if p.requires_grad},
-        weight={n: digest for n, _ in model.named_parameters()},
-        buffer={n: digest for n, _ in model.named_buffers()})
+    from mmrepro.trace import SECTIONS
+    digest = '0123456789abcdef'  # to_hex: 16 hex digits
+    names = dict(grad=[n for n, p in model.named_parameters() if p.requires_grad],
+                 weight=[n for n, _ in model.named_parameters()],
+                 buffer=[n for n, _ in model.named_buffers()])
+    line: Dict[str, Any] = dict(iter=100000, epoch=300, batch_idx=10000,
+                                losses=dict.fromkeys(LOSSES, LOSS_HEX))
+    line.update({section: dict.fromkeys(names[section], digest)
+                 for section in SECTIONS[1:]})  # the tracer's sections without forward
     return len(json.dumps(line)) + 1
 
 
@@ -54,7 +60,8 @@ def main() -> None:
     print('| config | params | buffers | bytes per traced iteration | schedule (iterations) '
           '| trace_interval=1 | trace_interval=50 (default) |')
     print('|---|---|---|---|---|---|---|')
-    for name, iters in MODELS:
+    for name, epochs, batch in MODELS:
+        iters = epochs * -(-COCO_IMAGES // batch)
         cfg = Config.fromfile(osp.join(root, name))
         cfg.model.backbone.init_cfg = None
         model = REGISTRY.build(cfg.model)

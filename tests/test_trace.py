@@ -1,5 +1,7 @@
 """mmrepro.trace: exact digests, the Tracer's hooks and file, comparing traces."""
+import glob
 import json
+import os.path as osp
 import types
 
 import numpy as np
@@ -382,9 +384,6 @@ def test_digests_of_fixed_tensors_are_pinned():
 
 @pytest.mark.slow
 def test_the_hook_traces_by_default_and_reruns_trace_alike(runs):
-    import glob
-    import os.path as osp
-
     from mmrepro.hooks import ReproducibilityHook
     assert ReproducibilityHook().trace_interval == 50
     traces = []

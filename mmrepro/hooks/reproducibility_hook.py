@@ -44,9 +44,9 @@ class ReproducibilityHook(Hook):
     Args:
         trace_interval: Record the trace at the first iteration and every N
             iterations; 0 turns it off. Defaults to 50, MMDetection's logging
-            interval: about 0.05 % of the training time and one line of 28 KB per
-            traced iteration for an R50-FPN detector (51 MB over a 90k-iteration
-            COCO 1x schedule; ``docs/benchmarks.md``).
+            interval: about 0.05 % of the training time and one line of about
+            28 KiB per traced iteration for an R50-FPN detector (49 MiB over COCO
+            1x's 88,716 iterations; ``docs/benchmarks.md``).
         trace_forward: Also record every module's forward output in the trace (names
             the first module whose output differs; ``tools/check_repro.py`` turns it
             on). Defaults to False.
