@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from doc_examples import assert_shows
 from mmengine.config import Config
 from repro_utils import REPO, RUN_CWD, pythonpath, write_config
 
@@ -56,6 +57,7 @@ def test_injected_nondeterministic_module_is_named(data_root, tmp_path):
     assert 'PyTorch: put_ (in run_a, run_b)' in out  # deterministic mode, warn_only
     assert 'mmcv ops: none nondeterministic on CUDA in the model' in out
     assert 'result: NOT REPRODUCIBLE: run_b (rerun) diverges at iteration 1' in out
+    assert_shows('check-repro-noisy', out, counts_vary=True)  # docs/troubleshooting.md shows it
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 import torch
+from doc_examples import assert_shows
 from torch import nn
 
 from mmrepro.op_audit import NONDETERMINISTIC_MMCV_OPS, audit_model, format_audit
@@ -65,6 +66,7 @@ def test_faster_rcnn_roi_align_replaced_and_trains():
         warnings.simplefilter('error')  # nothing left over, so no warning either
         entries = audit_model(model, deterministic=True, strict=True)
     assert [e['name'] for e in entries] == ROI_LAYERS
+    assert_shows('op-audit', format_audit(entries))  # docs/gpu.md shows this table
     assert {(e['type'], e['op'], e['action']) for e in entries} == {
         ('RoIAlign', 'RoIAlign', 'replaced')}
     layers = model.roi_head.bbox_roi_extractor.roi_layers

@@ -4,6 +4,7 @@ import os
 import shutil
 
 import pytest
+from doc_examples import assert_shows
 from repro_utils import run_train, write_config
 
 from mmrepro.cli.repro_diff import main, plot_losses
@@ -87,6 +88,7 @@ def test_changed_annotation_is_a_data_difference(diff_runs, capsys):
     assert '    ann_files.annotations/train.json: ' in out
     assert '  config:' not in out  # the same config file: only the data differs
     assert out.count('traces: ') == 1  # the moved box may not be in the first batches
+    assert_shows('repro-diff-data', out)  # docs/troubleshooting.md shows it
 
 
 @pytest.mark.slow
@@ -98,6 +100,7 @@ def test_changed_lr_is_named_by_config_key(diff_runs, capsys):
     # iteration 1 runs with equal weights; only the step differs
     assert 'traces: first diverging iteration: 1' in out
     assert 'first difference: weight after the step of' in out
+    assert_shows('repro-diff-lr', out)  # docs/troubleshooting.md shows it
 
 
 @pytest.mark.slow
