@@ -6,7 +6,7 @@ Usage (CUDA only; the Triton kernels run on CPU only through the slow interprete
 
 Each repetition runs the original and then the replacement on the same inputs, after
 warm-ups; the table reports the median per case and the ratio ``deterministic /
-original`` (issue 15's target: at most 1.5x). Shapes are those of R50 models at
+original`` (the target: at most 1.5x). Shapes are those of R50 models at
 1333x800: a DCN stage-4 layer, a Deformable DETR encoder layer (4 levels, 8 heads, 4
 points), Mask2Former's point loss (12544 points per mask), RTMDet's channel attention.
 """

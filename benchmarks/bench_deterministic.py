@@ -13,7 +13,7 @@ iteration time inside blocks, the ratio, and the median first iteration after a 
         [--device cpu|cuda] [--scale 1333 800] [--models "Faster R-CNN" "Mask R-CNN"]
 
 ``--scale W H`` trains at that scale (the demo images are resized up to it, boxes and
-masks with them); the GPU target (issue 12) is measured with ``--device cuda --depth 50
+masks with them); the GPU target is measured with ``--device cuda --depth 50
 --scale 1333 800 --models "Faster R-CNN" "Mask R-CNN"`` (``tools/bench_gpu.sh``).
 """
 from __future__ import annotations

@@ -60,8 +60,8 @@ custom_hooks = [dict(type='ReproducibilityHook')]
 
 
 def pythonpath(*first: str) -> str:
-    """``first`` then the current ``PYTHONPATH`` (which may hold the stack, as on GPU
-    machines set up by ``.gpu/device_setup.sh``), for a subprocess's environment."""
+    """``first`` then the current ``PYTHONPATH`` (which may hold the stack's packages,
+    e.g. on a GPU machine set up that way), for a subprocess's environment."""
     return os.pathsep.join(p for p in (*first, os.environ.get('PYTHONPATH')) if p)
 
 

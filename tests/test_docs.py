@@ -11,6 +11,11 @@ from repro_utils import REPO
 
 PAGES = [osp.join(REPO, 'README.md'), *sorted(glob.glob(osp.join(REPO, 'docs', '*.md')))]
 SCRIPTS = sorted(glob.glob(osp.join(REPO, 'tools', '*')))
+#: Code, configs and measurements: they speak of the software only, like the pages.
+SOURCES = sorted(path for pattern in ('mmrepro/**/*.py', 'configs/**/*.py', 'benchmarks/**/*',
+                                      'tests/**/*.py')
+                 for path in glob.glob(osp.join(REPO, pattern), recursive=True)
+                 if osp.isfile(path) and not path.endswith('test_docs.py'))
 LINK = re.compile(r'\]\(([^)\s]+)\)')
 #: Words about how the project is developed rather than what it does.
 PROCESS_WORDS = re.compile(r'\bissues? \d+|\blent\b|\.gpu/|\.\./shared|\bborrowed\b',
@@ -41,7 +46,7 @@ def test_docs_have_pages_and_readme_is_short():
     assert len(open(PAGES[0]).read().splitlines()) <= 200
 
 
-@pytest.mark.parametrize('path', PAGES + SCRIPTS, ids=lambda p: osp.relpath(p, REPO))
+@pytest.mark.parametrize('path', PAGES + SCRIPTS + SOURCES, ids=lambda p: osp.relpath(p, REPO))
 def test_no_development_process_words(path):
     with open(path, errors='replace') as f:
         hits = [line.strip() for line in f if PROCESS_WORDS.search(line)]

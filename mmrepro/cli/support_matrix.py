@@ -43,7 +43,7 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 ZOO_DIR = osp.join(CONFIG_ROOT, 'zoo')
 #: Where the table goes by default: the checkout's benchmarks/results, else the cwd.
 RESULTS_DIR = osp.join(REPO, 'benchmarks', 'results')
-#: Family -> config file name in ``configs/zoo`` (issue 15's list, in its order).
+#: Family -> config file name in ``configs/zoo`` (the twelve families, in the table's order).
 FAMILIES = ('faster-rcnn', 'mask-rcnn', 'cascade-rcnn', 'retinanet', 'fcos', 'atss',
             'yolox', 'rtmdet', 'dcn-faster-rcnn', 'deformable-detr', 'dino', 'mask2former')
 #: Environment variable the zoo configs read their data root from.
