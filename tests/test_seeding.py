@@ -75,7 +75,8 @@ def test_unknown_key_names_key_and_accepted_keys():
         validate_randomness(dict(sede=1))
 
 
-@pytest.mark.parametrize('key', ['deterministic', 'diff_rank_seed', 'sample_seeding'])
+@pytest.mark.parametrize('key', ['deterministic', 'diff_rank_seed', 'sample_seeding',
+                                 'keyed_cache'])
 def test_flags_must_be_bool(key):
     with pytest.raises(TypeError, match=rf'randomness.{key} must be True or False, got 1 '
                        r'\(int\)'):
@@ -90,7 +91,7 @@ def test_randomness_must_be_a_dict():
 def test_defaults_filled():
     out = validate_randomness(dict(seed=3))
     assert out['seed'] == 3 and out['deterministic'] is False
-    assert out['sample_seeding'] is True
+    assert out['sample_seeding'] is True and out['keyed_cache'] is True
 
 
 def test_deterministic_sets_flags():

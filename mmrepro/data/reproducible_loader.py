@@ -10,6 +10,7 @@ import torch
 from mmengine.logging import print_log
 from torch.utils.data import DataLoader
 
+from .keyed_cache import KEYED_TRANSFORMS, install_keyed_caches, pipeline_transforms
 from .sample_fetch import install_sample_seeding
 from .seeded_batch_sampler import SeededBatchSampler
 from .seeds import LOADER, derive_seed
@@ -19,13 +20,9 @@ from .worker_init import worker_init_fn
 _REPLACED = {'self', 'dataset', 'batch_size', 'shuffle', 'sampler', 'batch_sampler',
              'drop_last', 'generator', 'worker_init_fn'}
 
-#: Transforms that keep samples across calls, per worker process.
-_CACHING_TRANSFORMS = ('CachedMosaic', 'CachedMixUp')
-
-
 def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: int = 1,
                       diff_rank_seed: bool = False, sample_seeding: bool = True,
-                      logger: Any = 'current') -> DataLoader:
+                      keyed_cache: bool = True, logger: Any = 'current') -> DataLoader:
     """Rebuild ``loader`` so its randomness depends on the run's seed only.
 
     - It gets its own ``torch.Generator`` seeded from ``seed``: creating an
@@ -36,6 +33,9 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
       position, index)`` and the dataset seeds the RNGs from it before each
       sample's pipeline, so augmentation is the same with any ``num_workers``,
       ``persistent_workers`` or ``prefetch_factor``.
+    - With ``keyed_cache`` too, ``CachedMosaic``/``CachedMixUp`` draw their partners
+      from the stream by key (:mod:`~mmrepro.data.keyed_cache`): the same with any
+      ``num_workers`` and after resume.
 
     Args:
         loader: A DataLoader as built by ``Runner.build_dataloader``.
@@ -44,6 +44,7 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
         world_size: Number of ranks.
         diff_rank_seed: Give each rank its own augmentation stream.
         sample_seeding: Seed every sample's pipeline. Defaults to True.
+        keyed_cache: Key the cached transforms' partners. Defaults to True.
         logger: Where warnings go (the Runner's own logger; ``print_log``'s
             ``logger``). Defaults to ``'current'``.
 
@@ -55,9 +56,9 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
     batch_sampler = loader.batch_sampler
     if sample_seeding:
         if install_sample_seeding(loader.dataset):
+            history = _cached_transforms(loader.dataset, keyed_cache, logger)
             batch_sampler = SeededBatchSampler(batch_sampler, seed, rank, world_size,
-                                               diff_rank_seed, logger=logger)
-            _warn_caching_transforms(loader.dataset, logger)
+                                               diff_rank_seed, logger=logger, history=history)
         else:
             print_log(
                 f'mmrepro: {type(loader.dataset).__name__} defines its own batched '
@@ -86,24 +87,24 @@ def _is_mmengine_default(fn: Any) -> bool:
     return isinstance(fn, functools.partial) and fn.func is default
 
 
-def _warn_caching_transforms(dataset: Any, logger: Any) -> None:
-    names = _transform_names(dataset)
-    cached = sorted(set(names) & set(_CACHING_TRANSFORMS))
-    if cached:
+def _cached_transforms(dataset: Any, keyed: bool, logger: Any) -> int:
+    """Key the cached transforms (or warn); the history each index must carry."""
+    if not keyed:
+        names = sorted({type(t).__name__ for t in pipeline_transforms(dataset)}
+                       & set(KEYED_TRANSFORMS))
+        if names:
+            print_log(
+                f'mmrepro: {names} keep a cache of earlier samples in each worker process '
+                '(randomness.keyed_cache=False): the images they mix in depend on which '
+                'worker handled which sample and are lost on resume, so results differ '
+                'between num_workers settings and after resuming (reruns with the same '
+                'num_workers still match).', logger=logger, level=logging.WARNING)
+        return 0
+    names, history = install_keyed_caches(dataset)
+    if names:
         print_log(
-            f'mmrepro: {cached} keep a cache of earlier samples in each worker process; '
-            'the images they mix in depend on which worker handled which sample, so '
-            'results differ between num_workers settings (reruns with the same '
-            'num_workers still match). Use Mosaic/MixUp with MultiImageMixDataset for '
-            'worker-independent results.', logger=logger, level=logging.WARNING)
-
-
-def _transform_names(dataset: Any, depth: int = 0) -> list:
-    if depth > 4 or dataset is None:
-        return []
-    names = [type(t).__name__ for t in getattr(getattr(dataset, 'pipeline', None),
-                                                'transforms', [])]
-    inner = [getattr(dataset, 'dataset', None)] + list(getattr(dataset, 'datasets', []))
-    for sub in inner:
-        names += _transform_names(sub, depth + 1)
-    return names
+            f'mmrepro: {sorted(set(names))} draw their partners by key from the '
+            f'previous samples of the stream ({history} looked back), the same with any '
+            'num_workers and after resume (randomness.keyed_cache=False: per-worker '
+            'caches).', logger=logger, level=logging.INFO)
+    return history

@@ -5,6 +5,7 @@ from typing import Any, List, Sequence
 
 import torch.utils.data
 
+from .keyed_cache import fetching
 from .rng_state import get_host_states, seed_host_rngs, set_host_states
 from .seeded_index import SeededIndex
 
@@ -42,7 +43,8 @@ class SampleSeedingFetch:
             for index in indices:
                 if isinstance(index, SeededIndex):
                     seed_host_rngs(index.key)
-                    out.append(self.dataset[int(index)])
+                    with fetching(self.dataset, index):
+                        out.append(self.dataset[int(index)])
                 else:
                     out.append(self.dataset[index])
             return out

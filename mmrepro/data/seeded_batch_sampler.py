@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from collections import deque
 from typing import Any, Iterator, List, Optional, Tuple
 
 from mmengine.logging import print_log
@@ -38,18 +39,22 @@ class SeededBatchSampler:
         rank: This process's rank.
         world_size: Number of ranks.
         diff_rank_seed: Mix the rank into every key (per-rank augmentation).
+        history: How many earlier samples of the epoch each index lists in its
+            ``history`` (the look-back of the pipeline's keyed caches). Defaults to 0.
         logger: Where warnings go (``print_log``'s ``logger``). Defaults to
             ``'current'``.
     """
 
     def __init__(self, batch_sampler: Any, seed: int, rank: int = 0, world_size: int = 1,
-                 diff_rank_seed: bool = False, logger: Any = 'current') -> None:
+                 diff_rank_seed: bool = False, logger: Any = 'current',
+                 history: int = 0) -> None:
         self.batch_sampler = batch_sampler
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
         self.diff_rank_seed = diff_rank_seed
         self.logger = logger
+        self.history = history
         self._resume: Optional[Tuple[int, int]] = None
         self._isolate = needs_isolation(batch_sampler)
         #: The last position given to :meth:`resume_at` (kept after it is used).
@@ -98,17 +103,21 @@ class SeededBatchSampler:
                 skip = 0
         rank = self.rank if self.diff_rank_seed else -1
         local = 0
+        # (position, index) of this rank's latest samples; skipped batches count too.
+        earlier: deque = deque(maxlen=self.history)
         for n, batch in enumerate(self._isolated(epoch)):
-            if n < skip:
-                local += len(batch)
-                continue
             seeded = []
             for index in batch:
                 position = local * self.world_size + self.rank
-                seeded.append(SeededIndex(
-                    int(index), sample_key(self.seed, epoch, position, int(index), rank)))
+                if n >= skip:
+                    seeded.append(SeededIndex(
+                        int(index), sample_key(self.seed, epoch, position, int(index), rank),
+                        tuple(earlier)))
+                if self.history:
+                    earlier.append((position, int(index)))
                 local += 1
-            yield seeded
+            if n >= skip:
+                yield seeded
 
     def _isolated(self, epoch: int) -> Iterator[List[int]]:
         if not self._isolate:

@@ -49,3 +49,16 @@ def sample_key(seed: int, epoch: int, position: int, index: int,
     """
     key = (SAMPLE, seed, epoch, position, index)
     return key + (rank,) if rank >= 0 else key
+
+
+def key_position(key: Tuple[int, ...]) -> int:
+    """The stream position a :func:`sample_key` was made for."""
+    return key[3]
+
+
+def with_position(key: Tuple[int, ...], position: int, index: int) -> Tuple[int, ...]:
+    """The key of the sample at ``position`` (dataset ``index``) of ``key``'s stream.
+
+    Same seed, epoch and rank as ``key``: what :func:`sample_key` gave that sample.
+    """
+    return key[:3] + (position, index) + key[5:]

@@ -35,6 +35,7 @@ def build_dataloader(runner: Optional[Runner], dataloader: Any, seed: Optional[i
     loader = make_reproducible(loader, base_seed, get_rank(), get_world_size(),
                                diff_rank_seed=settings['diff_rank_seed'],
                                sample_seeding=settings['sample_seeding'],
+                               keyed_cache=settings['keyed_cache'],
                                logger=runner.__dict__.get('logger', 'current'))
     resume = getattr(runner, RESUME_ATTR, None)
     position = ((resume or {}).get('state') or {}).get('position')

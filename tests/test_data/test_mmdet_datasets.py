@@ -1,10 +1,8 @@
 """mmdet datasets and wrappers give the same augmented samples with any num_workers."""
 import hashlib
-import logging
 
 import pytest
 from mmdet_data import coco, loader_cfg
-from mmengine.logging import MMLogger
 from mmengine.runner import Runner
 
 from mmrepro.data import make_reproducible
@@ -43,20 +41,3 @@ def test_wrappers_same_samples_for_0_and_2_workers(data_root, kind):
         digests.append(_digest(make_reproducible(Runner.build_dataloader(cfg, seed=3), 3)))
     assert digests[0] == digests[1]
 
-
-def test_cached_mosaic_is_reported(data_root):
-    pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
-                dict(type='CachedMosaic', img_scale=(96, 96), max_cached_images=4),
-                dict(type='PackDetInputs')]
-    loader = Runner.build_dataloader(loader_cfg(coco(data_root, pipeline)), seed=0)
-    records = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
-    logger = MMLogger.get_current_instance()
-    logger.addHandler(handler)
-    try:
-        make_reproducible(loader, 0)
-    finally:
-        logger.removeHandler(handler)
-    assert any("mmrepro: ['CachedMosaic'] keep a cache of earlier samples in each worker "
-               'process' in r.getMessage() for r in records)
