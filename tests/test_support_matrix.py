@@ -68,8 +68,28 @@ def test_zoo_config_inherits_mmdet_and_downloads_nothing(family, data_root, monk
 def zoo_results(tmp_path_factory, data_root):
     results = sm.check_families(sm.FAMILIES, iters=2, jobs=2, data_root=data_root,
                                 work_dir=str(tmp_path_factory.mktemp('zoo')),
-                                cfg_options=RUN_OPTIONS, keep_checkpoints=False)
+                                cfg_options=RUN_OPTIONS, keep_checkpoints=False, checks=())
     return {r.family: r for r in results}
+
+
+@pytest.fixture(scope='session')
+def mixing_results(tmp_path_factory, data_root):
+    """RTMDet and YOLOX: rerun, num_workers 0 vs 2, resumed mid-epoch (check_repro)."""
+    results = sm.check_families(('rtmdet', 'yolox'), iters=4, jobs=1, data_root=data_root,
+                                work_dir=str(tmp_path_factory.mktemp('mixing')),
+                                cfg_options=RUN_OPTIONS, keep_checkpoints=False,
+                                checks=('workers', 'resume'))
+    return {r.family: r for r in results}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', ['rtmdet', 'yolox'])
+def test_mosaic_families_are_exact_across_workers_and_mid_epoch_resume(family,
+                                                                       mixing_results):
+    result = mixing_results[family]
+    assert result.error is None
+    assert (result.identical, result.workers, result.resume) == (True, 'yes', 'yes')
+    assert result.epochs is None and result.bit_exact
 
 
 @pytest.mark.slow
@@ -86,27 +106,29 @@ def test_family_trains_bit_exactly_on_cpu(family, zoo_results):
 @pytest.mark.slow
 def test_table_rows(zoo_results):
     table = sm.format_table([zoo_results['rtmdet'], zoo_results['mask2former']]).splitlines()
-    assert table[0].startswith('| family | mmdet 3.3 config | bit-exact |')
-    assert table[2] == ('| rtmdet | `rtmdet/rtmdet_tiny_8xb32-300e_coco.py` | yes | '
-                        'AdaptiveAvgPool2d x4 | none | none | n/a |')
+    assert table[0].startswith('| family | mmdet 3.3 config | rerun | num_workers | '
+                               'resume mid-epoch | resume every epoch |')
+    assert table[2] == ('| rtmdet | `rtmdet/rtmdet_tiny_8xb32-300e_coco.py` | yes | - | - | - '
+                        '| AdaptiveAvgPool2d x4 | none | none | n/a |')
     assert table[3] == ('| mask2former | `mask2former/mask2former_r50_8xb2-lsj-50e_coco.py` | '
-                        'yes | Mask2FormerHead x1, MultiScaleDeformableAttention x1 | none | '
-                        'none | n/a |')
+                        'yes | - | - | - | Mask2FormerHead x1, MultiScaleDeformableAttention x1 '
+                        '| none | none | n/a |')
 
 
 @pytest.mark.slow
 def test_cli_writes_the_table(tmp_path, data_root, capsys):
     out = tmp_path / 'matrix.md'
-    status = sm.main(['--families', 'fcos', '--iters', '2', '--data-root', data_root,
+    status = sm.main(['--families', 'fcos', '--iters', '2', '--checks', '--data-root', data_root,
                       '--work-dir', str(tmp_path / 'work'), '--out', str(out),
                       '--discard-checkpoints', '--cfg-options', *RUN_OPTIONS])
     assert status == 0
     text = out.read_text()
     assert text.startswith('# Support matrix on cpu\n\nMeasured by `python '
-                           'tools/support_matrix.py --iters 2 --jobs 1` on ')
+                           'tools/support_matrix.py --iters 2 --jobs 1 --checks  --epochs 4` '
+                           'on ')
     assert f' {os.cpu_count()} CPU cores: torch ' in text.splitlines()[2]
-    assert text.endswith('| fcos | `fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py` | yes | - | '
-                         'none | none | n/a |\n')
+    assert text.endswith('| fcos | `fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py` | yes | - | - '
+                         '| - | - | none | none | n/a |\n')
     run_b = tmp_path / 'work' / 'fcos' / 'run_b'
     assert osp.isfile(run_b / 'last_checkpoint') and not osp.exists(run_b / 'iter_2.pth')
     assert 'fcos: bit-exact' in capsys.readouterr().out
@@ -116,6 +138,7 @@ def test_cli_writes_the_table(tmp_path, data_root, capsys):
     (['--families', 'yolo'], "unknown family 'yolo'; expected one of faster-rcnn, "),
     (['--iters', '1'], '--iters must be >= 2 (the first iteration is not timed), got 1'),
     (['--jobs', '0'], '--jobs must be >= 1, got 0'),
+    (['--epochs', '1'], '--epochs must be >= 2 (resumed from each but the last), got 1'),
 ])
 def test_bad_arguments_are_named(argv, message, capsys):
     assert sm.main(argv) == 2

@@ -2,10 +2,16 @@
 
 For every family config in ``configs/zoo/`` (mmdet 3.3 configs inherited through
 ``mmdet::``, random init, the generated tiny data) this runs ``check_repro``: a few
-iterations twice through ``tools/train.py``, traced at every iteration, then
+iterations twice through ``tools/train.py``, traced at every iteration, once more with
+another ``num_workers`` (0, or 2 where the config has 0) and once resumed from the
+middle checkpoint (mid-epoch); then :mod:`~mmrepro.cli.epoch_resume`: a short schedule
+crossing the family's switch hooks, resumed from every epoch. Each column is measured:
 
-- bit-exact: every traced iteration (forward outputs, gradients, parameters and
-  buffers) identical, and the final checkpoints' ``state_dict`` bytes identical;
+- rerun: every traced iteration (forward outputs, gradients, parameters and buffers)
+  identical, and the final checkpoints' ``state_dict`` bytes identical;
+- num_workers, resume mid-epoch: every traced iteration identical to the first run;
+- resume every epoch: the final weights, EMA weights and optimizer state identical to
+  the uninterrupted run's, resumed from each epoch;
 - replaced: the ops mmrepro made deterministic (the mmcv op audit);
 - remaining: what stays nondeterministic on CUDA, with module paths (the audit), and
   the operations PyTorch reported in deterministic mode (``warn_only=True``);
@@ -37,6 +43,7 @@ import torch
 
 from ..configs import CONFIG_ROOT
 from . import check_repro
+from .epoch_resume import EpochResume, check_epoch_resume
 from .repro_diff import SCALARS, read_scalars
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -48,6 +55,8 @@ FAMILIES = ('faster-rcnn', 'mask-rcnn', 'cascade-rcnn', 'retinanet', 'fcos', 'at
             'yolox', 'rtmdet', 'dcn-faster-rcnn', 'deformable-detr', 'dino', 'mask2former')
 #: Environment variable the zoo configs read their data root from.
 DATA_ENV = 'MMREPRO_DEMO_DATA'
+#: The checks beyond the rerun, each a column of the table.
+CHECKS = ('workers', 'resume', 'epochs')
 
 
 @dataclass
@@ -58,6 +67,9 @@ class FamilyResult:
     device: str
     identical: bool = False
     weights_identical: bool = False
+    workers: Optional[str] = None  # 'yes', 'NO (...)'; None: not checked
+    resume: Optional[str] = None
+    epochs: Optional[EpochResume] = None
     replaced: List[str] = field(default_factory=list)
     remaining: List[str] = field(default_factory=list)
     alerts: List[str] = field(default_factory=list)
@@ -66,8 +78,10 @@ class FamilyResult:
 
     @property
     def bit_exact(self) -> bool:
-        """Traces and final weights identical, and the check ran."""
-        return self.error is None and self.identical and self.weights_identical
+        """Every column checked is identical, and the checks ran."""
+        return (self.error is None and self.identical and self.weights_identical
+                and all(c in (None, 'yes') for c in (self.workers, self.resume))
+                and (self.epochs is None or self.epochs.identical))
 
 
 def config_path(family: str) -> str:
@@ -113,7 +127,8 @@ def _final_weights_identical(work_dir: str, iters: int) -> bool:
 
 def check_family(family: str, iters: int, work_dir: str, data_root: str,
                  speed: Optional[bool] = None, cfg_options: Sequence[str] = (),
-                 keep_checkpoints: bool = True) -> FamilyResult:
+                 keep_checkpoints: bool = True, checks: Sequence[str] = CHECKS,
+                 epochs: int = 4) -> FamilyResult:
     """Run ``check_repro`` on ``family``'s zoo config and tabulate what it found.
 
     Args:
@@ -125,25 +140,39 @@ def check_family(family: str, iters: int, work_dir: str, data_root: str,
         cfg_options: ``KEY=VALUE`` overrides for every run (``--cfg-options``).
         keep_checkpoints: False deletes the runs' checkpoints once compared (a
             Cascade R-CNN pair is about 0.9 GB).
+        checks: Which of :data:`CHECKS` to run besides the rerun.
+        epochs: Length of the schedule of the ``epochs`` check.
 
     Returns:
         The family's row. A run that fails is reported in ``error``, not raised.
     """
     result = FamilyResult(family, device_name())
     speed = torch.cuda.is_available() if speed is None else speed
-    args = check_repro.parse_args([config_path(family), '--iters', str(iters), '--work-dir',
-                                   osp.join(work_dir, family), *(
-                                       ['--cfg-options', *cfg_options] if cfg_options
-                                       else [])])
-    found: dict = {}
     os.environ[DATA_ENV] = osp.join(osp.abspath(data_root), '')
+    found: dict = {}
     try:
+        args = check_repro.parse_args([
+            config_path(family), '--iters', str(iters), '--work-dir',
+            osp.join(work_dir, family), *_check_flags(family, checks, cfg_options),
+            *(['--cfg-options', *cfg_options] if cfg_options else [])])
         check_repro.validate_args(args)
-        status = check_repro.run_check(args, found)
-        result.identical = status == 0
+        check_repro.run_check(args, found)
+        failed = {text.split(' ')[0]: text for text in found['failed']}
+        result.identical = 'run_b' not in failed
         result.weights_identical = _final_weights_identical(args.work_dir, iters)
+        for run in found['log_dirs']:
+            cell = 'yes' if run not in failed else 'NO: ' + failed[run].split(') ', 1)[1]
+            if run.startswith('workers'):
+                result.workers = cell
+            elif run == 'resume':
+                result.resume = cell
+        if 'epochs' in checks:
+            result.epochs = check_epoch_resume(config_path(family),
+                                               osp.join(work_dir, family, 'epochs'),
+                                               epochs, cfg_options=cfg_options)
         if not keep_checkpoints:
-            for path in glob.glob(osp.join(args.work_dir, '*', '*.pth')):
+            for path in glob.glob(osp.join(work_dir, family, '**', '*.pth'),
+                                  recursive=True):
                 os.remove(path)
         if speed:
             result.speed_ratio = _speed_ratio(args.work_dir, found['log_dirs']['run_a'])
@@ -164,10 +193,21 @@ def check_family(family: str, iters: int, work_dir: str, data_root: str,
     return result
 
 
+def _check_flags(family: str, checks: Sequence[str], cfg_options: Sequence[str]) -> List[str]:
+    """check_repro's flags for ``checks``: resume mid-run, other num_workers (0 or 2)."""
+    flags = ['--resume-check'] if 'resume' in checks else []
+    if 'workers' in checks:
+        cfg = check_repro.load_config(config_path(family), list(cfg_options))
+        flags += ['--workers-check', '2' if cfg.train_dataloader.get('num_workers') == 0
+                  else '0']
+    return flags
+
+
 def check_families(families: Sequence[str], iters: int, work_dir: str, data_root: str,
                    jobs: int = 1, cfg_options: Sequence[str] = (),
                    progress: Optional[TextIO] = None,
-                   keep_checkpoints: bool = True) -> List[FamilyResult]:
+                   keep_checkpoints: bool = True, checks: Sequence[str] = CHECKS,
+                   epochs: int = 4) -> List[FamilyResult]:
     """:func:`check_family` for each family, ``jobs`` at a time.
 
     With ``jobs > 1`` the families' runs share the CPU cores (each training process
@@ -183,7 +223,7 @@ def check_families(families: Sequence[str], iters: int, work_dir: str, data_root
     def one(family: str) -> FamilyResult:
         start = time.perf_counter()
         result = check_family(family, iters, work_dir, data_root, speed, cfg_options,
-                              keep_checkpoints)
+                              keep_checkpoints, checks, epochs)
         state = 'bit-exact' if result.bit_exact else f'NOT bit-exact {result.error or ""}'
         print(f'{family}: {state} ({time.perf_counter() - start:.0f} s)', file=progress,
               flush=True)
@@ -205,16 +245,22 @@ def check_families(families: Sequence[str], iters: int, work_dir: str, data_root
 
 def format_table(results: List[FamilyResult]) -> str:
     """The Markdown table of ``results`` (one row per family)."""
-    rows = ['| family | mmdet 3.3 config | bit-exact | replaced by mmrepro | '
-            'nondeterministic on CUDA (module: op) | PyTorch alerts | throughput '
-            'det/nondet |', '|---|---|---|---|---|---|---|']
+    rows = ['| family | mmdet 3.3 config | rerun | num_workers | resume mid-epoch | '
+            'resume every epoch | replaced by mmrepro | nondeterministic on CUDA '
+            '(module: op) | PyTorch alerts | throughput det/nondet |',
+            '|---|---|---|---|---|---|---|---|---|---|']
     for r in results:
         base = _mmdet_base(r.family)
-        exact = 'error: ' + r.error if r.error else ('yes' if r.bit_exact else 'NO')
+        if r.error:
+            cells = ['error: ' + r.error, '-', '-', '-']
+        else:
+            cells = ['yes' if r.identical and r.weights_identical else 'NO',
+                     r.workers or '-', r.resume or '-',
+                     r.epochs.describe() if r.epochs else '-']
         ratio = f'{r.speed_ratio:.2f}x' if r.speed_ratio else 'n/a'
-        rows.append(f"| {r.family} | `{base}` | {exact} | {', '.join(r.replaced) or '-'} | "
-                    f"{', '.join(r.remaining) or 'none'} | {', '.join(r.alerts) or 'none'} | "
-                    f'{ratio} |')
+        rows.append(f"| {r.family} | `{base}` | {' | '.join(cells)} | "
+                    f"{', '.join(r.replaced) or '-'} | {', '.join(r.remaining) or 'none'} | "
+                    f"{', '.join(r.alerts) or 'none'} | {ratio} |")
     return '\n'.join(rows)
 
 
@@ -236,6 +282,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help=f'families to check (default: all: {" ".join(FAMILIES)})')
     parser.add_argument('--iters', type=int, default=4,
                         help='iterations per run (default: 4)')
+    parser.add_argument('--checks', nargs='*', default=list(CHECKS), choices=CHECKS,
+                        metavar='CHECK', help='columns to measure besides the rerun: '
+                        f'{" ".join(CHECKS)} (default: all; none: reruns only)')
+    parser.add_argument('--epochs', type=int, default=4,
+                        help='schedule length of the "epochs" check, switch hooks in its '
+                        'middle (default: 4)')
     parser.add_argument('--work-dir', default=osp.join('work_dirs', 'support_matrix'),
                         help='where the runs go (default: work_dirs/support_matrix)')
     parser.add_argument('--data-root', default=osp.join('data', 'demo'),
@@ -263,6 +315,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.iters < 2:
             raise ValueError(f'--iters must be >= 2 (the first iteration is not timed), got '
                              f'{args.iters}')
+        if args.epochs < 2:
+            raise ValueError(f'--epochs must be >= 2 (resumed from each but the last), '
+                             f'got {args.epochs}')
         if args.jobs < 1:
             raise ValueError(f'--jobs must be >= 1, got {args.jobs}')
     except ValueError as err:
@@ -273,10 +328,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     device = device_name()
     results = check_families(args.families, args.iters, args.work_dir, args.data_root,
                              args.jobs, args.cfg_options,
-                             keep_checkpoints=not args.discard_checkpoints)
+                             keep_checkpoints=not args.discard_checkpoints,
+                             checks=args.checks, epochs=args.epochs)
     table = format_table(results)
     header = (f'# Support matrix on {device}\n\nMeasured by `python tools/support_matrix.py '
-              f'--iters {args.iters} --jobs {args.jobs}` on {time.strftime("%Y-%m-%d")}, '
+              f'--iters {args.iters} --jobs {args.jobs} --checks {" ".join(args.checks)} '
+              f'--epochs {args.epochs}` on {time.strftime("%Y-%m-%d")}, '
               f'{os.cpu_count()} CPU cores: torch {torch.__version__}, CUDA '
               f'{torch.version.cuda or "n/a"}, Python {platform.python_version()}.\n\n')
     name = f"support_matrix_{device.replace(' ', '_').lower()}.md"

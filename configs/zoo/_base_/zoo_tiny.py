@@ -39,6 +39,15 @@ zoo_rtmdet_dataset = dict(zoo_dataset, pipeline=zoo_load_boxes + [
          max_cached_images=10, random_pop=False, pad_val=(114, 114, 114), prob=0.5),
     dict(type='PackDetInputs'),
 ])
+# RTMDet's second stage (PipelineSwitchHook): no mosaic or mix-up, at the zoo's scale.
+zoo_rtmdet_stage2_pipeline = zoo_load_boxes + [
+    dict(type='RandomResize', scale=zoo_scale, ratio_range=(0.5, 2.0), keep_ratio=True),
+    dict(type='RandomCrop', crop_size=zoo_scale),
+    dict(type='YOLOXHSVRandomAug'),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='Pad', size=zoo_scale, pad_val=dict(img=(114, 114, 114))),
+    dict(type='PackDetInputs'),
+]
 # ResNet-18 (random init) and its FPN inputs, for the families built on ResNet-50.
 zoo_r18 = dict(depth=18, init_cfg=None)
 zoo_r18_channels = [64, 128, 256, 512]

@@ -1,0 +1,176 @@
+"""Resume at every epoch boundary of a short schedule that crosses the switch hooks.
+
+A config is trained for ``epochs`` epochs (a checkpoint at the end of each), with its
+switch hooks moved into that schedule: ``PipelineSwitchHook`` switches at epoch
+``epochs // 2`` and ``YOLOXModeSwitchHook`` runs the last ``epochs - epochs // 2``
+epochs in its final mode. Then the run is resumed from each epoch's checkpoint in
+turn and trained to the end, and each final checkpoint is compared with the
+uninterrupted run's: the weights (``state_dict``), the EMA weights
+(``ema_state_dict``, when an ``EMAHook`` writes one) and the optimizer state, byte for
+byte. An iteration-based config is cut into ``epochs`` segments of ``segment``
+iterations the same way. Used by the support matrix (``tools/support_matrix.py``).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import os.path as osp
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+
+from . import check_repro
+
+#: Switch hooks of MMDetection's zoo -> how they are moved into the short schedule.
+SWITCH_HOOKS = ('PipelineSwitchHook', 'YOLOXModeSwitchHook')
+#: What of a checkpoint is compared, and under which name.
+PARTS = (('state_dict', 'weights'), ('ema_state_dict', 'EMA'), ('optimizer', 'optimizer'))
+
+CHILD_CONFIG = """\
+# Written by mmrepro's support matrix: {config}
+# {epochs} {unit} with a checkpoint after each, switch hooks moved into them.
+_base_ = {base!r}
+val_dataloader = None
+val_cfg = None
+val_evaluator = None
+train_cfg = {train_cfg}
+default_hooks = dict(checkpoint=dict(
+    type='CheckpointHook', by_epoch={by_epoch}, interval={interval}, save_last=True,
+    max_keep_ckpts=-1, save_best=None))
+custom_hooks = {hooks}
+"""
+
+
+@dataclass
+class EpochResume:
+    """What :func:`check_epoch_resume` found.
+
+    Attributes:
+        unit: ``'epoch'`` or ``'segment'`` (an iteration-based loop).
+        switches: The switch hooks and where they switch, e.g.
+            ``['PipelineSwitchHook at epoch 2']``.
+        differing: Resumed-from boundary -> the parts of the final checkpoint that
+            differ from the uninterrupted run's (``weights``, ``EMA``, ``optimizer``).
+        parts: The parts compared (``EMA`` only where the checkpoints hold one).
+        error: Why the check could not be done (None when it ran).
+    """
+
+    unit: str = 'epoch'
+    switches: List[str] = field(default_factory=list)
+    differing: Dict[int, List[str]] = field(default_factory=dict)
+    parts: List[str] = field(default_factory=list)
+    error: Optional[str] = None
+
+    @property
+    def identical(self) -> bool:
+        """Every resumed run ended byte-identical to the uninterrupted one."""
+        return self.error is None and not self.differing
+
+    def describe(self) -> str:
+        """One cell of the support matrix."""
+        if self.error:
+            return f'error: {self.error}'
+        where = f"{', '.join(self.switches) or 'no switch hook'}; {', '.join(self.parts)}"
+        if self.identical:
+            return f'yes ({where})'
+        failed = '; '.join(f"from {self.unit} {k}: {', '.join(v)} differ"
+                           for k, v in sorted(self.differing.items()))
+        return f'NO ({failed}; {where})'
+
+
+def child_config(cfg: Any, config: str, epochs: int, segment: int) -> tuple:
+    """The child config's text and the switch hooks it moved."""
+    hooks, switches = [], []
+    middle = epochs // 2
+    for hook in cfg.get('custom_hooks') or []:
+        hook = hook.to_dict() if hasattr(hook, 'to_dict') else dict(hook)
+        if hook.get('type') == 'PipelineSwitchHook':
+            hook['switch_epoch'] = middle
+            switches.append(f'PipelineSwitchHook at epoch {middle}')
+        elif hook.get('type') == 'YOLOXModeSwitchHook':
+            hook['num_last_epochs'] = epochs - middle
+            switches.append(f'YOLOXModeSwitchHook at epoch {middle}')
+        hooks.append(hook)
+    by_epoch = 'IterBased' not in str((cfg.get('train_cfg') or {}).get('type', ''))
+    train_cfg = (dict(max_epochs=epochs) if by_epoch else
+                 dict(max_iters=epochs * segment, val_interval=10**9))
+    text = CHILD_CONFIG.format(
+        config=config, base=osp.abspath(config), epochs=epochs,
+        unit='epochs' if by_epoch else f'segments of {segment} iterations',
+        train_cfg=repr(train_cfg), by_epoch=by_epoch, interval=1 if by_epoch else segment,
+        hooks=check_repro._literal(hooks, 'custom_hooks', config))
+    return text, switches, by_epoch
+
+
+def checkpoint_digests(path: str) -> Dict[str, str]:
+    """sha256 of each compared part of a checkpoint (tensors by their bytes)."""
+    from ..checkpoint_io import safe_load
+    checkpoint = safe_load(path)
+    return {name: _digest(checkpoint[key]) for key, name in PARTS if key in checkpoint}
+
+
+def _digest(obj: Any) -> str:
+    sha = hashlib.sha256()
+
+    def feed(node: Any) -> None:
+        if isinstance(node, torch.Tensor):
+            node = node.detach().cpu().contiguous()
+            sha.update(f'{node.dtype}{tuple(node.shape)}'.encode())
+            sha.update(node.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(node, dict):
+            for key in sorted(node, key=str):
+                sha.update(repr(key).encode())
+                feed(node[key])
+        elif isinstance(node, (list, tuple)):
+            for item in node:
+                feed(item)
+        else:
+            sha.update(repr(node).encode())
+    feed(obj)
+    return sha.hexdigest()
+
+
+def check_epoch_resume(config: str, work_dir: str, epochs: int = 4, segment: int = 8,
+                       cfg_options: Sequence[str] = ()) -> EpochResume:
+    """Train ``config`` ``epochs`` epochs, resume from every epoch and compare the ends.
+
+    Args:
+        config: The config file.
+        work_dir: Where the runs go (``full``, ``from_1``, ...).
+        epochs: Length of the schedule (>= 2).
+        segment: Iterations between checkpoints of an iteration-based config.
+        cfg_options: ``KEY=VALUE`` overrides for every run.
+
+    Returns:
+        The result; a run that fails is reported in ``error``, not raised.
+    """
+    result = EpochResume()
+    try:
+        cfg = check_repro.load_config(config, list(cfg_options))
+        text, result.switches, by_epoch = child_config(cfg, config, epochs, segment)
+        result.unit = 'epoch' if by_epoch else 'segment'
+        os.makedirs(work_dir, exist_ok=True)
+        child = osp.join(work_dir, 'epoch_resume_config.py')
+        with open(child, 'w') as f:
+            f.write(text)
+
+        def final(run: str) -> str:
+            name = f'epoch_{epochs}.pth' if by_epoch else f'iter_{epochs * segment}.pth'
+            return osp.join(work_dir, run, name)
+        check_repro.train(check_repro.Run('full', f'{epochs} {result.unit}s'), child,
+                          work_dir, list(cfg_options))
+        reference = checkpoint_digests(final('full'))
+        result.parts = list(reference)
+        for k in range(1, epochs):
+            name = f'epoch_{k}.pth' if by_epoch else f'iter_{k * segment}.pth'
+            run = check_repro.Run(f'from_{k}', f'resumed from {name}',
+                                  args=['--resume', osp.join(work_dir, 'full', name)])
+            check_repro.train(run, child, work_dir, list(cfg_options))
+            digests = checkpoint_digests(final(run.name))
+            differ = [part for part in reference if digests.get(part) != reference[part]]
+            if differ:
+                result.differing[k] = differ
+    except (ValueError, RuntimeError, OSError, KeyError) as err:
+        result.error = f'{type(err).__name__}: {str(err).splitlines()[0]}'
+    return result
