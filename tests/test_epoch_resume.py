@@ -1,4 +1,4 @@
-"""Resume at every epoch boundary across the switch hooks: RTMDet and YOLOX end identical."""
+"""Resume at every epoch and mid-epoch across the switch hooks: RTMDet and YOLOX identical."""
 from __future__ import annotations
 
 import os.path as osp
@@ -62,12 +62,16 @@ def test_checkpoint_digests_see_every_byte(tmp_path):
 def test_resumed_from_every_epoch_the_end_is_identical(family, switch, data_root,
                                                        tmp_path, monkeypatch):
     monkeypatch.setenv(sm.DATA_ENV, data_root + '/')
-    result = check_epoch_resume(sm.config_path(family), str(tmp_path), 4, cfg_options=FAST)
+    result = check_epoch_resume(sm.config_path(family), str(tmp_path), 4, cfg_options=FAST,
+                                mid_epoch=True)
     assert osp.isfile(tmp_path / 'from_1' / 'epoch_4.pth')
+    assert osp.isfile(tmp_path / 'to_mid' / 'iter_6.pth')  # 4 iterations per epoch
+    assert not osp.exists(tmp_path / 'to_mid' / 'iter_7.pth')
     for path in tmp_path.rglob('*.pth'):  # ten checkpoints with EMA and optimizer
         path.unlink()
     assert result.error is None
     assert result.switches == [switch]
     assert result.parts == ['weights', 'EMA', 'optimizer']
     assert result.differing == {}
-    assert result.describe() == f'yes ({switch}; weights, EMA, optimizer)'
+    assert result.mid == 6
+    assert result.describe() == f'yes ({switch}; also from iteration 6; weights, EMA, optimizer)'

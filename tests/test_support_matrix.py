@@ -11,6 +11,7 @@ import os.path as osp
 
 import pytest
 from mmengine.config import Config
+from repro_utils import REPO
 
 from mmrepro.cli import support_matrix as sm
 
@@ -29,6 +30,9 @@ REPLACED = {
     'dino': ['MultiScaleDeformableAttention x3'],
     'mask2former': ['Mask2FormerHead x1', 'MultiScaleDeformableAttention x1'],
 }
+#: The measured matrix on CPU, and the columns the docs restate per family.
+RESULTS = osp.join(REPO, 'benchmarks', 'results', 'support_matrix_cpu.md')
+COLUMNS = ('rerun', 'num_workers', 'resume mid-epoch', 'resume every epoch')
 #: Every run reads its data from the session's generated dataset, one process per run.
 RUN_OPTIONS = ('train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=False')
 
@@ -144,3 +148,30 @@ def test_bad_arguments_are_named(argv, message, capsys):
     assert sm.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith('support_matrix: error: ') and message in err
+
+
+def _table(text: str) -> dict:
+    """A Markdown table's rows: first cell -> {column: cell}."""
+    lines = [line for line in text.splitlines() if line.startswith('|')]
+    header = [cell.strip() for cell in lines[0].strip('|').split('|')]
+    rows = {}
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip('|').split('|')]
+        rows[cells[0].strip('`')] = dict(zip(header, cells, strict=True))
+    return rows
+
+
+def test_docs_state_what_the_matrix_measured():
+    with open(RESULTS) as f:
+        measured = f.read()
+    rows = _table(measured)
+    assert sorted(rows) == sorted(sm.FAMILIES)
+    table = '\n'.join(line for line in measured.splitlines() if line.startswith('|'))
+    with open(osp.join(REPO, 'docs', 'gpu.md')) as f:
+        assert table in f.read()  # the measured table, verbatim
+    with open(osp.join(REPO, 'docs', 'guarantees.md')) as f:
+        stated = _table(f.read().split('## Per family')[1])
+    assert sorted(stated) == sorted(sm.FAMILIES)
+    for family in sm.FAMILIES:  # yes / NO per column, as measured
+        assert ([stated[family][c].split()[0] for c in COLUMNS]
+                == [rows[family][c].split()[0].rstrip(':') for c in COLUMNS]), family

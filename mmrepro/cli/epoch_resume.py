@@ -8,7 +8,9 @@ turn and trained to the end, and each final checkpoint is compared with the
 uninterrupted run's: the weights (``state_dict``), the EMA weights
 (``ema_state_dict``, when an ``EMAHook`` writes one) and the optimizer state, byte for
 byte. An iteration-based config is cut into ``epochs`` segments of ``segment``
-iterations the same way. Used by the support matrix (``tools/support_matrix.py``).
+iterations the same way. Optionally (``mid_epoch``) one more run stops in the middle
+of the second epoch, with a checkpoint there, as a crash would, and is resumed from it
+to the end. Used by the support matrix (``tools/support_matrix.py``) and the tests.
 """
 from __future__ import annotations
 
@@ -41,13 +43,23 @@ default_hooks = dict(checkpoint=dict(
 custom_hooks = {hooks}
 """
 
+#: A run of the child config stopped at iteration ``stop``, with a checkpoint there.
+STOP_CONFIG = """\
+_base_ = {child!r}
+default_hooks = dict(checkpoint=dict(
+    type='CheckpointHook', by_epoch=False, interval={stop}, save_last=False,
+    max_keep_ckpts=-1, save_best=None))
+custom_hooks = {hooks}
+"""
+
 
 @dataclass
 class EpochResume:
     """What :func:`check_epoch_resume` found.
 
     Attributes:
-        unit: ``'epoch'`` or ``'segment'`` (an iteration-based loop).
+        unit: ``'epoch'`` or ``'segment'`` (an iteration-based loop). Mid-epoch runs
+            are reported as resumed from ``'mid'``.
         switches: The switch hooks and where they switch, e.g.
             ``['PipelineSwitchHook at epoch 2']``.
         differing: Resumed-from boundary -> the parts of the final checkpoint that
@@ -58,7 +70,8 @@ class EpochResume:
 
     unit: str = 'epoch'
     switches: List[str] = field(default_factory=list)
-    differing: Dict[int, List[str]] = field(default_factory=dict)
+    mid: Optional[int] = None  # the iteration a run stopped at and resumed from
+    differing: Dict[Any, List[str]] = field(default_factory=dict)
     parts: List[str] = field(default_factory=list)
     error: Optional[str] = None
 
@@ -71,16 +84,20 @@ class EpochResume:
         """One cell of the support matrix."""
         if self.error:
             return f'error: {self.error}'
-        where = f"{', '.join(self.switches) or 'no switch hook'}; {', '.join(self.parts)}"
+        where = ', '.join(self.switches) or 'no switch hook'
+        if self.mid:
+            where += f'; also from iteration {self.mid}'
+        where += f"; {', '.join(self.parts)}"
         if self.identical:
             return f'yes ({where})'
-        failed = '; '.join(f"from {self.unit} {k}: {', '.join(v)} differ"
-                           for k, v in sorted(self.differing.items()))
+        failed = '; '.join(
+            f"from {f'{self.unit} {k}' if isinstance(k, int) else k}: {', '.join(v)} differ"
+            for k, v in sorted(self.differing.items(), key=str))
         return f'NO ({failed}; {where})'
 
 
-def child_config(cfg: Any, config: str, epochs: int, segment: int) -> tuple:
-    """The child config's text and the switch hooks it moved."""
+def moved_hooks(cfg: Any, epochs: int) -> tuple:
+    """``cfg``'s custom hooks with the switch hooks moved; descriptions of the moves."""
     hooks, switches = [], []
     middle = epochs // 2
     for hook in cfg.get('custom_hooks') or []:
@@ -92,6 +109,12 @@ def child_config(cfg: Any, config: str, epochs: int, segment: int) -> tuple:
             hook['num_last_epochs'] = epochs - middle
             switches.append(f'YOLOXModeSwitchHook at epoch {middle}')
         hooks.append(hook)
+    return hooks, switches
+
+
+def child_config(cfg: Any, config: str, epochs: int, segment: int) -> tuple:
+    """The child config's text, the switch hooks it moved, and whether by epoch."""
+    hooks, switches = moved_hooks(cfg, epochs)
     by_epoch = 'IterBased' not in str((cfg.get('train_cfg') or {}).get('type', ''))
     train_cfg = (dict(max_epochs=epochs) if by_epoch else
                  dict(max_iters=epochs * segment, val_interval=10**9))
@@ -101,6 +124,13 @@ def child_config(cfg: Any, config: str, epochs: int, segment: int) -> tuple:
         train_cfg=repr(train_cfg), by_epoch=by_epoch, interval=1 if by_epoch else segment,
         hooks=check_repro._literal(hooks, 'custom_hooks', config))
     return text, switches, by_epoch
+
+
+def stop_config(cfg: Any, config: str, child: str, epochs: int, stop: int) -> str:
+    """A config that trains ``child`` and stops after iteration ``stop``, saved there."""
+    hooks = moved_hooks(cfg, epochs)[0] + [dict(type='CheckReproStopHook', max_iters=stop)]
+    return STOP_CONFIG.format(child=child, stop=stop,
+                              hooks=check_repro._literal(hooks, 'custom_hooks', config))
 
 
 def checkpoint_digests(path: str) -> Dict[str, str]:
@@ -132,7 +162,8 @@ def _digest(obj: Any) -> str:
 
 
 def check_epoch_resume(config: str, work_dir: str, epochs: int = 4, segment: int = 8,
-                       cfg_options: Sequence[str] = ()) -> EpochResume:
+                       cfg_options: Sequence[str] = (), mid_epoch: bool = False
+                       ) -> EpochResume:
     """Train ``config`` ``epochs`` epochs, resume from every epoch and compare the ends.
 
     Args:
@@ -141,6 +172,8 @@ def check_epoch_resume(config: str, work_dir: str, epochs: int = 4, segment: int
         epochs: Length of the schedule (>= 2).
         segment: Iterations between checkpoints of an iteration-based config.
         cfg_options: ``KEY=VALUE`` overrides for every run.
+        mid_epoch: Also stop a run in the middle of the second epoch (segment) and
+            resume it from there.
 
     Returns:
         The result; a run that fails is reported in ``error``, not raised.
@@ -171,6 +204,33 @@ def check_epoch_resume(config: str, work_dir: str, epochs: int = 4, segment: int
             differ = [part for part in reference if digests.get(part) != reference[part]]
             if differ:
                 result.differing[k] = differ
+        if mid_epoch:
+            first = 'epoch_1.pth' if by_epoch else f'iter_{segment}.pth'
+            _check_mid_epoch(result, cfg, config, work_dir, child, final, cfg_options,
+                             epochs, first)
     except (ValueError, RuntimeError, OSError, KeyError) as err:
         result.error = f'{type(err).__name__}: {str(err).splitlines()[0]}'
     return result
+
+
+def _check_mid_epoch(result: EpochResume, cfg: Any, config: str, work_dir: str,
+                     child: str, final: Any, cfg_options: Sequence[str], epochs: int,
+                     first: str) -> None:
+    """Stop a run in the middle of the second epoch, resume it, compare its end."""
+    from ..checkpoint_io import safe_load
+    length = safe_load(osp.join(work_dir, 'full', first))['meta']['iter']  # one epoch
+    stop = length + max(length // 2, 1)
+    stopped = osp.join(work_dir, 'stop_config.py')
+    with open(stopped, 'w') as f:
+        f.write(stop_config(cfg, config, child, epochs, stop))
+    check_repro.train(check_repro.Run('to_mid', f'stopped after iteration {stop}'),
+                      stopped, work_dir, list(cfg_options))
+    run = check_repro.Run('from_mid', f'resumed from iter_{stop}.pth', args=[
+        '--resume', osp.join(work_dir, 'to_mid', f'iter_{stop}.pth')])
+    check_repro.train(run, child, work_dir, list(cfg_options))
+    reference = checkpoint_digests(final('full'))
+    digests = checkpoint_digests(final(run.name))
+    differ = [part for part in reference if digests.get(part) != reference[part]]
+    if differ:
+        result.differing[f'iteration {stop}'] = differ
+    result.mid = stop
