@@ -24,8 +24,6 @@ import torch
 
 from . import check_repro
 
-#: Switch hooks of MMDetection's zoo -> how they are moved into the short schedule.
-SWITCH_HOOKS = ('PipelineSwitchHook', 'YOLOXModeSwitchHook')
 #: What of a checkpoint is compared, and under which name.
 PARTS = (('state_dict', 'weights'), ('ema_state_dict', 'EMA'), ('optimizer', 'optimizer'))
 
@@ -58,19 +56,20 @@ class EpochResume:
     """What :func:`check_epoch_resume` found.
 
     Attributes:
-        unit: ``'epoch'`` or ``'segment'`` (an iteration-based loop). Mid-epoch runs
-            are reported as resumed from ``'mid'``.
+        unit: ``'epoch'`` or ``'segment'`` (an iteration-based loop).
         switches: The switch hooks and where they switch, e.g.
             ``['PipelineSwitchHook at epoch 2']``.
-        differing: Resumed-from boundary -> the parts of the final checkpoint that
-            differ from the uninterrupted run's (``weights``, ``EMA``, ``optimizer``).
+        mid: The iteration a run stopped at and resumed from (``mid_epoch``).
+        differing: Resumed-from boundary (or ``'iteration N'``) -> the parts of the
+            final checkpoint that differ from the uninterrupted run's (``weights``,
+            ``EMA``, ``optimizer``).
         parts: The parts compared (``EMA`` only where the checkpoints hold one).
         error: Why the check could not be done (None when it ran).
     """
 
     unit: str = 'epoch'
     switches: List[str] = field(default_factory=list)
-    mid: Optional[int] = None  # the iteration a run stopped at and resumed from
+    mid: Optional[int] = None
     differing: Dict[Any, List[str]] = field(default_factory=dict)
     parts: List[str] = field(default_factory=list)
     error: Optional[str] = None
@@ -200,22 +199,28 @@ def check_epoch_resume(config: str, work_dir: str, epochs: int = 4, segment: int
             run = check_repro.Run(f'from_{k}', f'resumed from {name}',
                                   args=['--resume', osp.join(work_dir, 'full', name)])
             check_repro.train(run, child, work_dir, list(cfg_options))
-            digests = checkpoint_digests(final(run.name))
-            differ = [part for part in reference if digests.get(part) != reference[part]]
-            if differ:
-                result.differing[k] = differ
+            _compare(result, k, reference, final(run.name))
         if mid_epoch:
             first = 'epoch_1.pth' if by_epoch else f'iter_{segment}.pth'
-            _check_mid_epoch(result, cfg, config, work_dir, child, final, cfg_options,
-                             epochs, first)
+            _check_mid_epoch(result, cfg, config, work_dir, child, final, reference,
+                             cfg_options, epochs, first)
     except (ValueError, RuntimeError, OSError, KeyError) as err:
         result.error = f'{type(err).__name__}: {str(err).splitlines()[0]}'
     return result
 
 
+def _compare(result: EpochResume, resumed_from: Any, reference: Dict[str, str],
+             path: str) -> None:
+    """Note in ``result`` the parts of checkpoint ``path`` that differ from ``reference``."""
+    digests = checkpoint_digests(path)
+    differ = [part for part in reference if digests.get(part) != reference[part]]
+    if differ:
+        result.differing[resumed_from] = differ
+
+
 def _check_mid_epoch(result: EpochResume, cfg: Any, config: str, work_dir: str,
-                     child: str, final: Any, cfg_options: Sequence[str], epochs: int,
-                     first: str) -> None:
+                     child: str, final: Any, reference: Dict[str, str],
+                     cfg_options: Sequence[str], epochs: int, first: str) -> None:
     """Stop a run in the middle of the second epoch, resume it, compare its end."""
     from ..checkpoint_io import safe_load
     length = safe_load(osp.join(work_dir, 'full', first))['meta']['iter']  # one epoch
@@ -228,9 +233,5 @@ def _check_mid_epoch(result: EpochResume, cfg: Any, config: str, work_dir: str,
     run = check_repro.Run('from_mid', f'resumed from iter_{stop}.pth', args=[
         '--resume', osp.join(work_dir, 'to_mid', f'iter_{stop}.pth')])
     check_repro.train(run, child, work_dir, list(cfg_options))
-    reference = checkpoint_digests(final('full'))
-    digests = checkpoint_digests(final(run.name))
-    differ = [part for part in reference if digests.get(part) != reference[part]]
-    if differ:
-        result.differing[f'iteration {stop}'] = differ
+    _compare(result, f'iteration {stop}', reference, final(run.name))
     result.mid = stop
