@@ -1,6 +1,8 @@
 """Test-only hook: each rank writes its seed and final weight digest to the work dir."""
 import hashlib
+import os
 import os.path as osp
+import signal
 
 from mmengine.dist import get_rank
 from mmengine.hooks import Hook
@@ -20,3 +22,24 @@ class RankProbeHook(Hook):
             digest.update(tensor.detach().contiguous().cpu().numpy().tobytes())
         with open(osp.join(runner.work_dir, f'rank{get_rank()}.txt'), 'w') as f:
             f.write(f'{runner.seed} {digest.hexdigest()}\n')
+
+
+@HOOKS.register_module()
+class KillRankHook(Hook):
+    """Test-only hook: rank ``rank`` kills itself (SIGKILL) after iteration ``at_iter``.
+
+    Once per work dir (a marker file), so the resumed run trains on. Deterministic where
+    a kill from outside raced the run's end.
+    """
+
+    priority = 'LOWEST'  # after CheckpointHook
+
+    def __init__(self, rank: int = 1, at_iter: int = 8) -> None:
+        self.rank, self.at_iter = rank, at_iter
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        marker = osp.join(runner.work_dir, f'killed-rank{self.rank}')
+        if get_rank() != self.rank or runner.iter + 1 != self.at_iter or osp.exists(marker):
+            return
+        open(marker, 'w').close()
+        os.kill(os.getpid(), signal.SIGKILL)

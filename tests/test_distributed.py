@@ -1,11 +1,9 @@
 """The same guarantees on 2 ranks: gloo on CPU, launched by tools/dist_train.sh (torchrun)."""
 import os
 import os.path as osp
-import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 from repro_utils import (
@@ -28,6 +26,7 @@ custom_imports = dict(imports=['mmrepro', 'rank_probe_hook'], allow_failed_impor
 custom_hooks = [dict(type='ReproducibilityHook'), dict(type='RankProbeHook'),
                 dict(type='CheckpointHook', by_epoch=False, interval=6, save_last=False)]
 """
+KILL = "custom_hooks = custom_hooks + [dict(type='KillRankHook', rank=1, at_iter=8)]\n"
 NO_SEED = "randomness = dict(_delete_=True, deterministic=True)\n"
 
 
@@ -116,25 +115,15 @@ def test_resume_mid_run_on_two_ranks_is_exact(dist_runs, tmp_path):
 
 def test_kill_one_rank_then_resume_is_exact(dist_runs, tmp_path):
     base = dist_runs.get('base')
-    config, work_dir = dist_runs.config('kill'), str(tmp_path / 'killed')
-    proc = subprocess.Popen(_cmd(config, work_dir), cwd=RUN_CWD, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        deadline = time.time() + 600
-        while time.time() < deadline and not osp.exists(osp.join(work_dir, 'iter_6.pth')):
-            time.sleep(0.2)
-        time.sleep(2)
-        rank1 = subprocess.run(['pgrep', '-f', '-n', f'train.py {config}'], text=True,
-                               capture_output=True).stdout.split()
-        assert rank1, 'no training process found to kill'
-        os.kill(int(rank1[0]), signal.SIGKILL)  # one rank dies; torchrun ends the group
-        proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode != 0
+    # Rank 1 kills itself after iteration 8: iteration 7's gradient all-reduce means rank 0
+    # has written iter_6.pth by then; torchrun then ends the group.
+    config = dist_runs.config('kill', extra=KILL)
+    work_dir = str(tmp_path / 'killed')
+    proc = subprocess.run(_cmd(config, work_dir), cwd=RUN_CWD, env=_env(),
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert osp.exists(osp.join(work_dir, 'killed-rank1'))
+    assert not osp.exists(osp.join(work_dir, 'iter_12.pth'))
     dist_train(config, work_dir, '--resume')
     assert probes(work_dir) == probes(base)
 

@@ -15,6 +15,7 @@ from repro_utils import CONFIGS, REPO, RUN_CWD, losses, pythonpath, state_digest
 
 from mmrepro.patches.runner_randomness import SETTINGS_ATTR
 from mmrepro.patches.scope import enabled_by_config
+from mmrepro.seeding import validate_randomness
 
 #: A Runner script: ``probe.py MODE CONFIG WORK_DIR``; MODE ``ops`` imports mmrepro.ops
 #: first, ``plain`` never imports mmrepro (and checks that nothing else did).
@@ -64,8 +65,8 @@ def test_enabled_by_config(cfg, expected):
 
 def _runner_like(seed: int = 7):
     runner = types.SimpleNamespace(seed=seed, _train_dataloader=None, logger='current')
-    setattr(runner, SETTINGS_ATTR, dict(seed=seed, diff_rank_seed=False,
-                                        sample_seeding=True))
+    # As set_randomness stores them: every key, defaults filled in.
+    setattr(runner, SETTINGS_ATTR, validate_randomness(dict(seed=seed)))
     return runner
 
 
