@@ -36,6 +36,12 @@ ROWS_PER_PROGRAM = 16
 ENTRIES_PER_PROGRAM = 256
 #: Samples per program of the per-sample gradient kernel.
 SAMPLES_PER_PROGRAM = 32
+#: Most channels per program of the forward and per-sample gradient kernels. Read off
+#: the ahead-of-time builds (``benchmarks/results/aot_builds.md``): at these blocks
+#: both kernels stay at or under 128 registers without spills in float16/32 and
+#: bfloat16; 128 and 64 took the float32 kernels to 146 and 192.
+FORWARD_CHANNELS = 64
+GRADS_CHANNELS = 32
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,7 @@ class _BilinearSample(torch.autograd.Function):
         out = table.new_empty((layout.num_out, channels))
         if out.numel():
             k = kernels()
-            block_d = channel_block(channels, 128)
+            block_d = channel_block(channels, FORWARD_CHANNELS)
             grid = (_cdiv(layout.num_out, ROWS_PER_PROGRAM),
                     _cdiv(channels, block_d))
             k.forward_kernel[grid](table, ys, xs, ys if mult is None else mult,
@@ -167,7 +173,8 @@ class _BilinearSample(torch.autograd.Function):
                     grad_y, grad_x, ys if grad_mult is None else grad_mult, total,
                     table.size(1), *layout.scalars(), HAS_MULT=mult is not None,
                     INSIDE=layout.inside, BLOCK_S=SAMPLES_PER_PROGRAM,
-                    BLOCK_D=channel_block(table.size(1), 64), ACC=acc_type(table.dtype))
+                    BLOCK_D=channel_block(table.size(1), GRADS_CHANNELS),
+                    ACC=acc_type(table.dtype))
             elif grad_mult is not None:
                 grad_mult.zero_()
         return grad_table, grad_y, grad_x, grad_mult, None
