@@ -9,7 +9,7 @@ import os.path as osp
 import subprocess
 import sys
 import tempfile
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -187,3 +187,17 @@ def skip_unless_triton_kernels_run() -> None:
     if not torch.cuda.is_available() and not os.environ.get('TRITON_INTERPRET'):
         pytest.skip('no CUDA device and TRITON_INTERPRET is unset (tests/conftest.py sets it)',
                     allow_module_level=True)
+
+
+def host_syncs(fn: Callable[[], Any]) -> int:
+    """Host synchronisations CUDA reports while ``fn()`` runs (torch's sync debug mode)."""
+    import warnings
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        torch.cuda.set_sync_debug_mode('warn')
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode('default')
+    return sum('synchronizing' in str(w.message) for w in caught)

@@ -8,6 +8,8 @@ module builds it and reads off what the hardware will run:
 
 - atomic instructions in the PTX (``atom.``/``red.``): mmrepro's backward passes
   promise none;
+- approximate divisions (``div.full``/``div.approx``: Triton's float32 ``/``), which
+  a kernel that must repeat another kernel's arithmetic cannot use;
 - registers, spills (local memory and stack, from ``cuobjdump -res-usage``) and
   shared memory, against what the target offers.
 
@@ -43,6 +45,7 @@ MAX_SHARED = {70: 96 * 1024, 75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024,
 #: Registers one thread may use on every target.
 MAX_REGISTERS = 255
 _ATOMIC = re.compile(r'^\s*(@!?%p\d+\s+)?(atom|red)\.', re.M)
+_APPROX_DIV = re.compile(r'\bdiv\.(full|approx)\.')
 _USAGE = re.compile(r'REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)')
 
 
@@ -57,6 +60,7 @@ class Build:
     spill_bytes: int = 0
     shared: int = 0
     atomics: int = 0
+    approx_divisions: int = 0
     error: str = ''
 
 
@@ -113,7 +117,8 @@ def build(variant: Variant, capability: int) -> Build:
     registers, stack, shared, local = map(int, match.groups())
     return Build(**head, registers=registers, spill_bytes=stack + local,
                  shared=max(shared, compiled.metadata.shared),
-                 atomics=len(_ATOMIC.findall(compiled.asm['ptx'])))
+                 atomics=len(_ATOMIC.findall(compiled.asm['ptx'])),
+                 approx_divisions=len(_APPROX_DIV.findall(compiled.asm['ptx'])))
 
 
 def _build_pair(pair: tuple) -> Build:

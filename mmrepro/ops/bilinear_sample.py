@@ -94,8 +94,8 @@ class SampleLayout:
 def single_level(height: int, width: int, row_base: Tensor, stride: int, num_rows: int,
                  inside: bool) -> SampleLayout:
     """A :class:`SampleLayout` of one sample per output row on one map."""
-    def ints(value: int) -> Tensor:
-        return torch.tensor([value], dtype=torch.int32, device=row_base.device)
+    def ints(value: int) -> Tensor:  # a fill on the device: no host-to-device copy
+        return torch.full((1,), value, dtype=torch.int32, device=row_base.device)
     return SampleLayout(1, 1, ints(0), ints(height), ints(width), row_base, stride,
                         num_rows, inside)
 

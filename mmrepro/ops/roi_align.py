@@ -134,8 +134,10 @@ def _roi_geometry(rois: Tensor, pooled_h: int, pooled_w: int, spatial_scale: flo
         ``(start_h, start_w, bin_h, bin_w, grid_h, grid_w, count)``; the grids are int64,
         everything else has the rois' dtype; all are ``(K,)``.
     """
-    scale = torch.tensor(spatial_scale, dtype=rois.dtype, device=rois.device)
-    offset = torch.tensor(0.5 if aligned else 0.0, dtype=rois.dtype, device=rois.device)
+    # Fills on the device (no host-to-device copy), rounded to the rois' dtype as mmcv's
+    # kernel rounds its arguments.
+    scale = torch.full((), spatial_scale, dtype=rois.dtype, device=rois.device)
+    offset = torch.full((), 0.5 if aligned else 0.0, dtype=rois.dtype, device=rois.device)
     start_w = rois[:, 1] * scale - offset
     start_h = rois[:, 2] * scale - offset
     roi_w = (rois[:, 3] * scale - offset) - start_w
@@ -183,7 +185,7 @@ def _axis_samples(start: Tensor, bin_size: Tensor, pooled: int, grid: int,
     dtype, device = start.dtype, start.device
     bins = torch.arange(pooled, dtype=dtype, device=device)[None, :, None]
     steps = (torch.arange(grid, dtype=dtype, device=device) + 0.5)[None, None, :]
-    grid_t = torch.tensor(float(grid), dtype=dtype, device=device)
+    grid_t = torch.full((), float(grid), dtype=dtype, device=device)
     start, bin_size = start[:, None, None], bin_size[:, None, None]
     # roi_start + p * bin_size + (i + .5f) * bin_size / grid, left to right as in C++.
     coord = (start + bins * bin_size) + (steps * bin_size) / grid_t

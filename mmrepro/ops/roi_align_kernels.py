@@ -21,8 +21,8 @@ imported on first use, so that the variable is read then.
 """
 from __future__ import annotations
 
-import functools
-from types import SimpleNamespace
+import importlib
+from types import ModuleType
 from typing import Tuple
 
 import torch
@@ -34,72 +34,14 @@ __all__ = ['build_entries', 'csr_rows', 'roi_align_backward', 'triton_available'
 
 #: Sampling points per program of the entries kernel.
 POINTS_PER_PROGRAM = 256
+#: Triton dtype of each input dtype: the forward's arithmetic the backward repeats.
+_TL_DTYPE = {torch.float16: 'float16', torch.bfloat16: 'bfloat16', torch.float32: 'float32',
+             torch.float64: 'float64'}
 
 
-@functools.cache
-def _kernels() -> SimpleNamespace:
-    """Define the kernels (Triton imported here, on first use)."""
-    import triton
-    import triton.language as tl
-
-    # Sizes that change every call are not specialised on (no recompilation per shape).
-    @triton.jit(do_not_specialize=['total', 'height', 'width'])
-    def entries_kernel(point_roi, roi_first, batch, start_h, start_w, bin_h, bin_w,
-                       grid_h, grid_w, scale, keys, rows, weights, total, height, width,
-                       pooled_h, pooled_w, BLOCK: tl.constexpr):
-        e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        live = e < total
-        r = tl.load(point_roi + e, mask=live, other=0)
-        local = e - tl.load(roi_first + r, mask=live, other=0)
-        gh = tl.load(grid_h + r, mask=live, other=1)
-        gw = tl.load(grid_w + r, mask=live, other=1)
-        points = gh * gw
-        b = local // points
-        rest = local - b * points
-        iy = rest // gw
-        ix = rest - iy * gw
-        ph = b // pooled_w
-        pw = b - ph * pooled_w
-        sh = tl.load(start_h + r, mask=live, other=0)
-        sw = tl.load(start_w + r, mask=live, other=0)
-        bh = tl.load(bin_h + r, mask=live, other=0)
-        bw = tl.load(bin_w + r, mask=live, other=0)
-        # roi_start + p * bin_size + (i + .5f) * bin_size / grid, left to right as mmcv.
-        y = (sh + ph.to(sh.dtype) * bh) + ((iy.to(sh.dtype) + 0.5) * bh) / gh.to(sh.dtype)
-        x = (sw + pw.to(sw.dtype) * bw) + ((ix.to(sw.dtype) + 0.5) * bw) / gw.to(sw.dtype)
-        inside = (y >= -1.0) & (y <= height) & (x >= -1.0) & (x <= width) & live
-        y = tl.maximum(y, 0.0)
-        x = tl.maximum(x, 0.0)
-        y_low = y.to(tl.int32)
-        x_low = x.to(tl.int32)
-        y_edge = y_low >= height - 1
-        x_edge = x_low >= width - 1
-        y_low = tl.where(y_edge, height - 1, y_low)
-        x_low = tl.where(x_edge, width - 1, x_low)
-        y_high = tl.where(y_edge, y_low, y_low + 1)
-        x_high = tl.where(x_edge, x_low, x_low + 1)
-        y = tl.where(y_edge, y_low.to(y.dtype), y)
-        x = tl.where(x_edge, x_low.to(x.dtype), x)
-        ly = y - y_low.to(y.dtype)
-        lx = x - x_low.to(x.dtype)
-        hy = 1.0 - ly
-        hx = 1.0 - lx
-        s = tl.load(scale + r, mask=live, other=0)  # 1 / count
-        base = tl.load(batch + r, mask=live, other=0) * (height * width)
-        row = r * (pooled_h * pooled_w) + b
-        out = e * 4
-        for corner in tl.static_range(4):
-            yy = y_low if corner < 2 else y_high
-            xx = x_low if corner % 2 == 0 else x_high
-            wy = hy if corner < 2 else ly
-            wx = hx if corner % 2 == 0 else lx
-            # mmcv: a point outside [-1, size] has no corners and weight 0.
-            tl.store(keys + out + corner, tl.where(inside, base + yy * width + xx, -1),
-                     mask=live)
-            tl.store(rows + out + corner, row, mask=live)
-            tl.store(weights + out + corner, tl.where(inside, (wy * wx) * s, 0.0), mask=live)
-
-    return SimpleNamespace(triton=triton, tl=tl, entries=entries_kernel)
+def _kernels() -> ModuleType:
+    """:mod:`mmrepro.ops.roi_align_triton`, imported (with Triton) on first use."""
+    return importlib.import_module('.roi_align_triton', __package__)
 
 
 def build_entries(geometry: Tuple[Tensor, ...], batch: Tensor, pooled: Tuple[int, int],
@@ -142,12 +84,12 @@ def build_entries(geometry: Tuple[Tensor, ...], batch: Tensor, pooled: Tuple[int
     as_c = [t.to(cdt).contiguous() for t in (start_h, start_w, bin_h, bin_w)]
     scale = (1.0 / count.to(cdt)).contiguous()
     kernels = _kernels()
-    grid = (kernels.triton.cdiv(total, POINTS_PER_PROGRAM),)
-    kernels.entries[grid](point_roi, first, batch.to(torch.int32).contiguous(), *as_c,
+    grid = ((total + POINTS_PER_PROGRAM - 1) // POINTS_PER_PROGRAM,)
+    kernels.entries_kernel[grid](point_roi, first, batch.to(torch.int32).contiguous(), *as_c,
                           grid_h.to(torch.int32).contiguous(),
                           grid_w.to(torch.int32).contiguous(), scale, keys, rows, weights,
                           total, height, width, pooled[0], pooled[1],
-                          BLOCK=POINTS_PER_PROGRAM)
+                          BLOCK=POINTS_PER_PROGRAM, COORD=getattr(kernels.tl, _TL_DTYPE[dtype]))
     return keys, rows, weights
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextvars
 import importlib
 import sys
-from typing import Any, Callable, Dict, List, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -47,6 +47,19 @@ def routed(*tensors: Any) -> bool:
             and all(t.device.type in DEVICES for t in inputs) and triton_available())
 
 
+def _check_deform_conv(input: Tensor, im2col_step: Optional[int] = None) -> None:
+    """mmcv's checks of a deformable convolution's input, with its exceptions and words.
+
+    mmcv processes ``im2col_step`` samples per kernel call and requires the batch to
+    divide by ``min(im2col_step, batch)``; mmrepro's op has no such step, but a routed
+    call keeps the contract, so code that runs routed also runs on mmcv's op.
+    """
+    if input is not None and input.dim() != 4:
+        raise ValueError(f'Expected 4D tensor as input, got {input.dim()}D tensor instead.')
+    if im2col_step is not None and input.size(0) % min(im2col_step, input.size(0)) != 0:
+        raise AssertionError('batch size must be divisible by im2col_step')
+
+
 def _deform_conv2d(original: Callable) -> Callable:
     def deform_conv2d(input: Tensor, offset: Tensor, weight: Tensor, stride: Any = 1,
                       padding: Any = 0, dilation: Any = 1, groups: int = 1,
@@ -55,6 +68,9 @@ def _deform_conv2d(original: Callable) -> Callable:
         if not routed(input, offset, weight):
             return original(input, offset, weight, stride, padding, dilation, groups,
                             deform_groups, bias, im2col_step)
+        _check_deform_conv(input, im2col_step)
+        if bias is not False:
+            raise AssertionError('Only support bias is False.')
         return deformable.deform_conv2d(input, offset, weight, stride, padding, dilation,
                                         groups, deform_groups)
     return deform_conv2d
@@ -68,6 +84,7 @@ def _modulated_deform_conv2d(original: Callable) -> Callable:
         if not routed(input, offset, mask, weight):
             return original(input, offset, mask, weight, bias, stride, padding, dilation,
                             groups, deform_groups)
+        _check_deform_conv(input)
         return deformable.deform_conv2d(input, offset, weight, stride, padding, dilation,
                                         groups, deform_groups, mask=mask, bias=bias)
     return modulated_deform_conv2d
@@ -85,6 +102,10 @@ class _MSDAFunction:
         if not routed(value, sampling_locations, attention_weights):
             return self.__wrapped__.apply(value, spatial_shapes, level_start_index,
                                           sampling_locations, attention_weights, im2col_step)
+        batch = value.size(0)
+        step = min(batch, int(im2col_step))
+        if batch % step:  # mmcv's CUDA op asserts this (a RuntimeError)
+            raise RuntimeError(f'batch({batch}) must divide im2col_step({step})')
         return deformable.ms_deform_attn(value, spatial_shapes, level_start_index,
                                          sampling_locations.type_as(value),
                                          attention_weights.type_as(value))

@@ -77,3 +77,15 @@ def test_max_mode_is_deterministic_on_cuda():
     first = _run(mine, feat, rois)
     second = _run(mine, feat, rois)
     assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float16])
+def test_one_host_sync_in_the_forward_and_one_in_the_backward(dtype):
+    from repro_utils import host_syncs
+    feat, rois = _fpn_case(dtype)
+    layer = DeterministicRoIAlign(7, 0.125, 0, 'avg', True)
+    x = feat.clone().requires_grad_(True)
+    _run(layer, feat, rois)  # warm: Triton compiles on the first call
+    out = []
+    assert host_syncs(lambda: out.append(layer(x, rois))) == 1  # the RoI checks
+    assert host_syncs(lambda: out[0].backward(torch.ones_like(out[0]))) == 1  # entry count

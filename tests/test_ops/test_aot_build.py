@@ -61,6 +61,13 @@ def test_every_variant_builds_for_six_targets_without_atomics(aot):
     assert f'aot_build: {len(builds)} builds, 0 problem(s)' in built.stdout
 
 
+def test_roi_align_backward_divides_as_cuda_does(aot):
+    """Its coordinates repeat the forward's: correctly rounded divisions only."""
+    entries = [b for b in aot[1] if b['kernel'] == 'roi_align_triton.entries_kernel']
+    assert len(entries) == 4 * len(TARGETS)  # one per input dtype
+    assert [b for b in entries if b['approx_divisions']] == []
+
+
 def test_every_jit_function_is_covered(aot):
     sources = {osp.basename(p)[:-3]: open(p).read()
                for p in glob.glob(osp.join(REPO, 'mmrepro', '**', '*.py'), recursive=True)}
@@ -82,15 +89,26 @@ def test_no_spills_and_bounded_registers_below_float64(aot):
     assert any(b['registers'] > 128 for b in lower if not _zoo(b['label']))
 
 
-def test_an_atomic_instruction_fails_the_tier(tmp_path):
+def _probe(tmp_path, name, signature):
     probe = tmp_path / 'probe.json'
     probe.write_text(json.dumps([dict(
-        kernel='aot_atomic_probe:atomic_probe_kernel',
-        signature=[['x', '*fp32'], ['n', 'i32'], ['BLOCK', 'constexpr']],
-        constexprs=[[2, 128]], attrs=[[0, [['tt.divisibility', 16]]]], num_warps=4)]))
-    built = _run(['mmrepro.ops.aot_build', str(probe), '--targets', '90'], False,
-                 str(tmp_path))
-    assert built.returncode == 1
+        kernel=f'aot_atomic_probe:{name}', signature=signature, constexprs=[[2, 128]],
+        attrs=[[0, [['tt.divisibility', 16]]]], num_warps=4)]))
+    built = _run(['mmrepro.ops.aot_build', str(probe), '--targets', '90', '--json',
+                  str(tmp_path / 'builds.json')], False, str(tmp_path))
+    return built, json.loads((tmp_path / 'builds.json').read_text())[0]
+
+
+def test_an_atomic_instruction_fails_the_tier(tmp_path):
+    built, build = _probe(tmp_path, 'atomic_probe_kernel',
+                          [['x', '*fp32'], ['n', 'i32'], ['BLOCK', 'constexpr']])
+    assert built.returncode == 1 and build['atomics'] > 0
     assert 'aot_build: 1 builds, 1 problem(s)' in built.stdout
     assert 'aot_atomic_probe.atomic_probe_kernel [fp32 BLOCK=128] sm_90: ' in built.stdout
     assert 'atomic instruction(s) in the PTX' in built.stdout
+
+
+def test_an_approximate_division_is_counted(tmp_path):
+    built, build = _probe(tmp_path, 'divide_probe_kernel',
+                          [['x', '*fp32'], ['y', '*fp32'], ['BLOCK', 'constexpr']])
+    assert built.returncode == 0 and build['approx_divisions'] > 0

@@ -50,4 +50,4 @@ def test_mmrepro_ops_define_the_five_launched_kernels_and_their_helpers():
                 if not any(f in calls for calls in graph.values())}
     assert launched == {'bilinear_kernels.entries_kernel', 'bilinear_kernels.forward_kernel',
                         'bilinear_kernels.sample_grads_kernel', 'csr_kernels.csr_sum_kernel',
-                        'roi_align_kernels.entries_kernel'}
+                        'roi_align_triton.entries_kernel'}

@@ -132,3 +132,53 @@ def test_point_sample_keeps_autocast_float32(on_cpu, calls):
     assert calls == {'grid_sample': 1}
     assert ours.dtype == theirs.dtype == torch.float32
     torch.testing.assert_close(ours, theirs)
+
+
+class _Call(nn.Module):
+    """A model whose forward makes one call (so that the routers are active in it)."""
+
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def _error(fn, *args):
+    with pytest.raises(Exception) as info:
+        fn(*args)
+    # mmcv's 4D message holds a source line's indentation; the words are compared.
+    return type(info.value), ' '.join(str(info.value).split())
+
+
+@pytest.mark.parametrize('case', ['im2col_step', '3d input', 'bias'])
+def test_routed_deform_conv_keeps_mmcvs_checks(on_cpu, calls, case):
+    """The routed call raises what mmcv's op raises, on the same arguments."""
+    batch, dims, bias = {'im2col_step': (3, 4, False), '3d input': (2, 3, False),
+                         'bias': (2, 4, True)}[case]
+    x = torch.randn(batch, 4, 5, 6, requires_grad=True)
+    x = x[0] if dims == 3 else x
+    offset = torch.zeros(batch, 18, 5, 6, requires_grad=True)
+    weight = torch.randn(4, 4, 3, 3, requires_grad=True)
+
+    def call(*t):
+        return mmcv_ops.deform_conv2d(*t, 1, 1, 1, 1, 1, bias, 2)
+    routing.activate(model := _Call(call))
+    theirs = _error(call, x, offset, weight)
+    assert _error(model, x, offset, weight) == theirs
+    assert theirs[0] in (AssertionError, ValueError) and calls == {}
+
+
+def test_routed_ms_deform_attn_checks_im2col_step(on_cpu, calls):
+    value = torch.randn(3, 4, 2, 4, requires_grad=True)
+    loc = torch.rand(3, 5, 2, 1, 2, 2, requires_grad=True)
+    weights = torch.rand(3, 5, 2, 1, 2, requires_grad=True)
+    shapes, starts = torch.tensor([[2, 2]]), torch.tensor([0])
+    module = mmcv_ops.multi_scale_deform_attn
+    model = _Call(lambda *t: module.MultiScaleDeformableAttnFunction.apply(*t, 2))
+    routing.activate(model)
+    assert _error(model, value, shapes, starts, loc, weights) == (
+        RuntimeError, 'batch(3) must divide im2col_step(2)')
+    assert model(value[:2], shapes, starts, loc[:2], weights[:2]).shape == (2, 5, 8)
+    assert calls == {'ms_deform_attn': 1}
