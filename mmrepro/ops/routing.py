@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import importlib
+import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -32,8 +33,23 @@ __all__ = ['DEVICES', 'ROUTED_NAMES', 'activate', 'routed']
 
 #: True during the forward of a model passed to :func:`activate`.
 _ACTIVE = contextvars.ContextVar('mmrepro_deterministic_ops', default=False)
-#: Device types on which the routers use mmrepro's ops.
-DEVICES: Set[str] = {'cuda'}
+#: Environment variable that, with ``TRITON_INTERPRET=1``, adds CPU to :data:`DEVICES`:
+#: a CPU run then takes the exact code path of a CUDA run (mmrepro's Triton kernels,
+#: interpreted). For testing the CUDA path without a GPU; slow.
+CPU_ENV = 'MMREPRO_TRITON_ON_CPU'
+
+
+def _devices() -> Set[str]:
+    wanted = os.environ.get(CPU_ENV, '0') not in ('', '0')
+    if wanted and os.environ.get('TRITON_INTERPRET', '0') in ('', '0'):
+        raise RuntimeError(f'{CPU_ENV}={os.environ[CPU_ENV]} needs TRITON_INTERPRET=1 '
+                           '(Triton runs its kernels on CPU tensors only when interpreted); '
+                           f'set both, or unset {CPU_ENV}.')
+    return {'cuda', 'cpu'} if wanted else {'cuda'}
+
+
+#: Device types on which the routers (and RoIAlign) use mmrepro's Triton ops.
+DEVICES: Set[str] = _devices()
 #: Attribute on a hooked model (so that it is hooked once).
 _HOOKED_ATTR = '_mmrepro_routed'
 

@@ -182,3 +182,33 @@ def test_routed_ms_deform_attn_checks_im2col_step(on_cpu, calls):
         RuntimeError, 'batch(3) must divide im2col_step(2)')
     assert model(value[:2], shapes, starts, loc[:2], weights[:2]).shape == (2, 5, 8)
     assert calls == {'ms_deform_attn': 1}
+
+
+def _probe_devices(**env):
+    import os
+    import subprocess
+    import sys
+    code = ('import torch\nfrom mmrepro.ops import routing\n'
+            'from mmrepro.ops.roi_align import deterministic_roi_align\n'
+            'x = torch.randn(1, 2, 6, 6, requires_grad=True)\n'
+            'out = deterministic_roi_align(x, torch.tensor([[0, 1., 1., 4., 4.]]), 2)\n'
+            'print(sorted(routing.DEVICES), type(out.grad_fn).__name__)')
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ('TRITON_INTERPRET', routing.CPU_ENV)}
+    return subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          env={**clean, **env})
+
+
+def test_cpu_takes_the_cuda_path_only_when_asked_and_interpreted():
+    """``MMREPRO_TRITON_ON_CPU=1`` with ``TRITON_INTERPRET=1``: RoIAlign and the routers
+    use the Triton kernels on CPU, as on CUDA; without it, the CPU paths."""
+    plain = _probe_devices()
+    assert plain.stdout.split() == ["['cuda']", '_RoIAlignFunctionBackward'], \
+        plain.stderr[-2000:]
+    widened = _probe_devices(TRITON_INTERPRET='1', MMREPRO_TRITON_ON_CPU='1')
+    assert widened.stdout.split() == ["['cpu',", "'cuda']", 'TritonRoIAlignFunctionBackward']
+    alone = _probe_devices(MMREPRO_TRITON_ON_CPU='1')
+    assert alone.returncode == 1
+    assert ('RuntimeError: MMREPRO_TRITON_ON_CPU=1 needs TRITON_INTERPRET=1 (Triton runs its '
+            'kernels on CPU tensors only when interpreted); set both, or unset '
+            'MMREPRO_TRITON_ON_CPU.') in alone.stderr
