@@ -29,10 +29,11 @@ __all__ = ['CHANNELS', 'DTYPES', 'Variant', 'capture_variants', 'jit_functions',
 #: Input dtypes of the ops (bfloat16 included: autocast on Ampere and later).
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 #: Channel counts of MMDetection's models: 1 (``point_sample`` on mask logits), 32
-#: (a multi-scale deformable attention head of 256 channels / 8 heads), 64, 256 (FPN,
-#: RoI heads, deformable convolution in ResNet stages), and 24, which is not a multiple
-#: of 16 (specialised differently).
-CHANNELS = (1, 24, 32, 64, 256)
+#: (a multi-scale deformable attention head of 256 channels / 8 heads) and 256 (FPN,
+#: RoI heads, deformable convolution in ResNet stages; 64-512 give the same channel
+#: blocks except in the CSR sum), and 24, which is not a multiple of 16 (specialised
+#: differently).
+CHANNELS = (1, 24, 32, 256)
 
 
 @dataclass(frozen=True)
