@@ -14,6 +14,7 @@ import math
 import pytest
 import torch
 from repro_utils import skip_unless_triton_kernels_run
+from test_ops.test_roi_align_kernels import _bilinear_gradient
 
 from mmrepro.ops.roi_align import _corners, _roi_geometry
 from mmrepro.ops.roi_align_kernels import build_entries
@@ -58,26 +59,9 @@ def transcription(rois, dtype, sampling_ratio, aligned):
 
 def _corner_entries(batch, y, x, r):
     """``bilinear_interpolate``: [(key, weight)] x 4, keys -1 outside the map."""
-    if y < -1.0 or y > HEIGHT or x < -1.0 or x > WIDTH:
-        return [(-1, 0.0)] * 4
-    y, x = max(y, 0.0), max(x, 0.0)
-    y_low, x_low = int(y), int(x)
-    if y_low >= HEIGHT - 1:
-        y_high = y_low = HEIGHT - 1
-        y = float(y_low)
-    else:
-        y_high = y_low + 1
-    if x_low >= WIDTH - 1:
-        x_high = x_low = WIDTH - 1
-        x = float(x_low)
-    else:
-        x_high = x_low + 1
-    ly, lx = r(y - y_low), r(x - x_low)
-    hy, hx = r(1.0 - ly), r(1.0 - lx)
+    corners = _bilinear_gradient(HEIGHT, WIDTH, y, x, r)
     base = batch * HEIGHT * WIDTH
-    return [(base + yy * WIDTH + xx, r(wy * wx)) for yy, xx, wy, wx in (
-        (y_low, x_low, hy, hx), (y_low, x_high, hy, lx), (y_high, x_low, ly, hx),
-        (y_high, x_high, ly, lx))]
+    return [(base + yy * WIDTH + xx, w) for yy, xx, w in corners] or [(-1, 0.0)] * 4
 
 
 def _expected(points):

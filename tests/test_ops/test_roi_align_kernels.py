@@ -28,8 +28,11 @@ SHAPE = (2, 3, 7, 9)
 SCALE = 0.5
 
 
-def _bilinear_gradient(h, w, y, x):
-    """mmcv's ``bilinear_interpolate_gradient``: four (y, x, weight) corners, or none."""
+def _bilinear_gradient(h, w, y, x, r=float):
+    """mmcv's ``bilinear_interpolate_gradient``: four (y, x, weight) corners, or none.
+
+    ``r`` rounds each fraction and weight as the kernel's type does (identity: float64).
+    """
     if y < -1.0 or y > h or x < -1.0 or x > w:
         return []
     y, x = max(y, 0.0), max(x, 0.0)
@@ -44,10 +47,10 @@ def _bilinear_gradient(h, w, y, x):
         x = float(x_low)
     else:
         x_high = x_low + 1
-    ly, lx = y - y_low, x - x_low
-    hy, hx = 1.0 - ly, 1.0 - lx
-    return [(y_low, x_low, hy * hx), (y_low, x_high, hy * lx), (y_high, x_low, ly * hx),
-            (y_high, x_high, ly * lx)]
+    ly, lx = r(y - y_low), r(x - x_low)
+    hy, hx = r(1.0 - ly), r(1.0 - lx)
+    return [(y_low, x_low, r(hy * hx)), (y_low, x_high, r(hy * lx)),
+            (y_high, x_low, r(ly * hx)), (y_high, x_high, r(ly * lx))]
 
 
 def reference_backward(grad_output, rois, shape, scale, sampling_ratio, aligned):
