@@ -63,17 +63,25 @@ def routed(*tensors: Any) -> bool:
             and all(t.device.type in DEVICES for t in inputs) and triton_available())
 
 
-def _check_deform_conv(input: Tensor, im2col_step: Optional[int] = None) -> None:
+def _check_deform_conv(input: Tensor, im2col_step: Optional[int] = None,
+                       weight: Optional[Tensor] = None, bias: Any = False) -> None:
     """mmcv's checks of a deformable convolution's input, with its exceptions and words.
 
     mmcv processes ``im2col_step`` samples per kernel call and requires the batch to
     divide by ``min(im2col_step, batch)``; mmrepro's op has no such step, but a routed
-    call keeps the contract, so code that runs routed also runs on mmcv's op.
+    call keeps the contract, so code that runs routed also runs on mmcv's op. With
+    ``weight``, ``deform_conv2d``'s shape check: the unpadded input is at least the
+    kernel's size. The checks run in mmcv's order.
     """
     if input is not None and input.dim() != 4:
         raise ValueError(f'Expected 4D tensor as input, got {input.dim()}D tensor instead.')
+    if bias is not False:
+        raise AssertionError('Only support bias is False.')
     if im2col_step is not None and input.size(0) % min(im2col_step, input.size(0)) != 0:
         raise AssertionError('batch size must be divisible by im2col_step')
+    if weight is not None and (input.size(2) < weight.size(2)
+                               or input.size(3) < weight.size(3)):
+        raise RuntimeError('input image is smaller than kernel')
 
 
 def _deform_conv2d(original: Callable) -> Callable:
@@ -84,9 +92,7 @@ def _deform_conv2d(original: Callable) -> Callable:
         if not routed(input, offset, weight):
             return original(input, offset, weight, stride, padding, dilation, groups,
                             deform_groups, bias, im2col_step)
-        _check_deform_conv(input, im2col_step)
-        if bias is not False:
-            raise AssertionError('Only support bias is False.')
+        _check_deform_conv(input, im2col_step, weight, bias)
         return deformable.deform_conv2d(input, offset, weight, stride, padding, dilation,
                                         groups, deform_groups)
     return deform_conv2d
