@@ -3,7 +3,9 @@
 :func:`collect_run_record` gathers, at the start of training: the seed and
 ``randomness`` settings, world size and distributed backend, versions (python, torch,
 CUDA, cuDNN, numpy and every installed OpenMMLab ``mm*`` package), device names, PyTorch's
-numerics flags, the environment variables that change results, a hash of the
+numerics flags, the hardware and libraries that change rounding
+(:mod:`mmrepro.numerics_env`: CPU model and kernel set, GPU capability and SMs, driver,
+MKL, oneDNN, NCCL, AMP dtype), the environment variables that change results, a hash of the
 resolved config and the config itself flattened to dotted keys (so two records can
 name the keys that differ, e.g. ``optim_wrapper.optimizer.lr``), a fingerprint of
 the training data (:mod:`mmrepro.data_fingerprint`: annotation files and every
@@ -28,6 +30,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 import torch
 
 from .data_fingerprint import data_fingerprint, file_sha256
+from .numerics_env import numerics_record
 
 #: Environment variables that change numerical results or their reproducibility.
 RELEVANT_ENV = ('CUBLAS_WORKSPACE_CONFIG', 'PYTHONHASHSEED', 'CUDA_VISIBLE_DEVICES',
@@ -201,6 +204,7 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, An
         backend=backend, launcher=runner.launcher, versions=versions(), devices=devices(),
         env={k: os.environ.get(k) for k in RELEVANT_ENV},
         torch_flags=torch_flags(),
+        numerics=numerics_record(getattr(runner, 'optim_wrapper', None)),
         config_sha256=config_hash(runner.cfg.pretty_text),
         config=flatten_config(runner.cfg),
         code=code_fingerprint(),

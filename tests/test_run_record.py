@@ -76,6 +76,8 @@ def test_record_has_every_section(tmp_path, monkeypatch):
     assert record['config']['optim_wrapper.optimizer.lr'] == '0.01'
     assert record['data']['num_samples'] == 2
     assert len(record['code']['mmrepro_sha256']) == 64
+    assert record['numerics']['cpu']['capability'] == torch.backends.cpu.get_cpu_capability()
+    assert record['numerics']['amp'] == {'enabled': False, 'dtype': None}
     assert record['torch_flags']['matmul_allow_tf32'] is torch.backends.cuda.matmul.allow_tf32
     assert record['torch_flags']['deterministic_algorithms'] is \
         torch.are_deterministic_algorithms_enabled()
