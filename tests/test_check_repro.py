@@ -54,6 +54,7 @@ def test_injected_nondeterministic_module_is_named(data_root, tmp_path):
     assert proc.returncode == 1, out + proc.stderr[-3000:]
     assert 'run_b vs run_a: first diverging iteration: 1' in out
     assert 'first difference: forward output of neck.noise (UrandomNoise)' in out
+    assert '\ndata: identical samples in every traced iteration (1..2, 2)\n' in out
     assert 'PyTorch: put_ (in run_a, run_b)' in out  # deterministic mode, warn_only
     assert 'mmcv ops: none nondeterministic on CUDA in the model' in out
     assert 'result: NOT REPRODUCIBLE: run_b (rerun) diverges at iteration 1' in out

@@ -1,6 +1,8 @@
 """tools/repro_diff.py: names changed data and config keys, finds divergence, plots."""
+import glob
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -25,7 +27,8 @@ train_dataloader = dict(sampler=dict(_delete_=True, type='InfiniteSampler', shuf
 
 @pytest.fixture(scope='module')
 def diff_runs(data_root, tmp_path_factory):
-    """Work dirs ``base``, ``lr`` (lr 0.02) and ``ann`` (one box moved by one pixel)."""
+    """Work dirs ``base``, ``lr`` (lr 0.02) and ``ann`` (one box of the first sample
+    trained moved by one pixel)."""
     root = tmp_path_factory.mktemp('diff')
     data = str(root / 'data')
     shutil.copytree(data_root, data)
@@ -39,7 +42,11 @@ def diff_runs(data_root, tmp_path_factory):
     ann_file = os.path.join(data, 'annotations', 'train.json')
     with open(ann_file) as f:
         annotations = json.load(f)
-    annotations['annotations'][0]['bbox'][0] += 1
+    # The first sample of the first batch, as base's trace names it: 'img_id=K digest'.
+    with open(glob.glob(os.path.join(runs['base'], '*', 'trace.jsonl'))[0]) as f:
+        first = json.loads(f.readlines()[1])['data']['0']
+    image_id = int(first.split()[0].split('=')[1])
+    next(a for a in annotations['annotations'] if a['image_id'] == image_id)['bbox'][0] += 1
     with open(ann_file, 'w') as f:
         json.dump(annotations, f)
     run_train(config, runs['ann'])  # the same config, on the changed annotation file
@@ -57,8 +64,8 @@ def test_same_run_is_identical(diff_runs, capsys):
     code, out, _ = _diff(capsys, diff_runs['base'], diff_runs['base'])
     assert code == 0
     assert 'run records: identical' in out
-    assert 'traces: bit-identical over iterations 1..3 (3 traced): every loss, gradient, ' \
-        'weight and buffer' in out
+    assert 'traces: bit-identical over iterations 1..3 (3 traced): every loss, sample, ' \
+        'gradient, weight and buffer' in out
 
 
 @pytest.mark.slow
@@ -87,7 +94,10 @@ def test_changed_annotation_is_a_data_difference(diff_runs, capsys):
     assert 'data: 2 fingerprint value(s) differ: the training data differs' in out
     assert '    ann_files.annotations/train.json: ' in out
     assert '  config:' not in out  # the same config file: only the data differs
-    assert out.count('traces: ') == 1  # the moved box may not be in the first batches
+    assert 'traces: first diverging iteration: 1, of iterations 1..3 (3 traced)' in out
+    assert '  first difference: data of sample 0 of the batch' in out
+    assert re.search(r'\ndata: differ from iteration 1, sample 0 of the batch: '
+                     r'A (img_id=\d+) [0-9a-f]{16} vs B \1 [0-9a-f]{16}\n', out), out
     assert_shows('repro-diff-data', out)  # docs/troubleshooting.md shows it
 
 
@@ -96,8 +106,9 @@ def test_changed_lr_is_named_by_config_key(diff_runs, capsys):
     code, out, _ = _diff(capsys, diff_runs['base'], diff_runs['lr'])
     assert code == 1
     assert '    optim_wrapper.optimizer.lr: 0.01 -> 0.02' in out
-    assert 'data:' not in out
-    # iteration 1 runs with equal weights; only the step differs
+    assert '  data:' not in out  # the same data fingerprint
+    # the same samples, and iteration 1 runs with equal weights; only the step differs
+    assert '\ndata: identical samples in every traced iteration (1..3, 3)\n' in out
     assert 'traces: first diverging iteration: 1' in out
     assert 'first difference: weight after the step of' in out
     assert_shows('repro-diff-lr', out)  # docs/troubleshooting.md shows it

@@ -319,7 +319,7 @@ def test_compare_traces_names_the_first_diverging_module(tmp_path):
 
 def test_traces_of_other_versions_compare_losses_only():
     same = {'version': T.TRACE_VERSION}
-    assert T.comparable_sections(same, dict(same)) == (('losses', *T.SECTIONS), None)
+    assert T.comparable_sections(same, dict(same)) == (('losses', 'data', *T.SECTIONS), None)
     sections, reason = T.comparable_sections(same, {'version': 1})
     assert sections == ('losses',)
     assert reason == (f'trace versions differ ({T.TRACE_VERSION} vs 1: written by different '

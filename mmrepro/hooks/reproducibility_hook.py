@@ -104,7 +104,7 @@ class ReproducibilityHook(Hook):
     def before_train_iter(self, runner, batch_idx: int, data_batch: Any = None) -> None:
         """Let the trace hook into this iteration's forward and backward."""
         if self._tracer is not None:
-            self._tracer.before_train_iter(runner, batch_idx)
+            self._tracer.before_train_iter(runner, batch_idx, data_batch)
 
     # ----------------------------------------------------------------- saving
     def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None,

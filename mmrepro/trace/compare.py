@@ -5,14 +5,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .fileformat import ROOT_NAME, SECTIONS
+from .fileformat import DATA, ROOT_NAME, SECTIONS
 
 SECTION_TITLES = dict(forward='forward output', grad='gradient', weight='weight after the step',
-                      buffer='buffer', losses='loss value')
+                      buffer='buffer', losses='loss value', data='data')
 _SINGULARS = dict(losses='loss', forward='forward output', grad='gradient', weight='weight',
-                  buffer='buffer')
+                  buffer='buffer', data='sample')
 _PLURALS = dict(forward='forward outputs', grad='gradients', weight='weights after the step',
-                buffer='buffers', losses='loss values')
+                buffer='buffers', losses='loss values', data='samples')
+#: Every section, in the order a difference is blamed (data first, losses last).
+_CAUSAL = (DATA, *SECTIONS, 'losses')
 
 
 @dataclass
@@ -30,6 +32,9 @@ class TraceDiff:
         counts: Per section, how many entries differ at that iteration.
         totals: Per section, how many entries that iteration has.
         compared: The sections compared (asked for and recorded by both traces).
+        data_checked: Common iterations whose per-sample data digests both traces hold.
+        data_iteration: The first of those whose data differ (None if none does).
+        data_first: Its first differing sample ``(slot, value_a, value_b)``.
     """
 
     common: List[int] = field(default_factory=list)
@@ -39,6 +44,9 @@ class TraceDiff:
     counts: Dict[str, int] = field(default_factory=dict)
     totals: Dict[str, int] = field(default_factory=dict)
     compared: List[str] = field(default_factory=list)
+    data_checked: List[int] = field(default_factory=list)
+    data_iteration: Optional[int] = None
+    data_first: Optional[Tuple[str, Optional[str], Optional[str]]] = None
 
     @property
     def identical(self) -> bool:
@@ -53,7 +61,7 @@ class TraceDiff:
         the first gradient (in backward order: nearest the cause), else the weights,
         the buffers, the losses.
         """
-        for section in (*SECTIONS, 'losses'):
+        for section in _CAUSAL:
             if section in self.first:
                 return section, self.first[section][0]
         return None
@@ -79,7 +87,7 @@ def comparable_sections(header_a: Mapping[str, Any],
     """
     version_a, version_b = header_a.get('version'), header_b.get('version')
     if version_a == version_b:
-        return ('losses', *SECTIONS), None
+        return ('losses', DATA, *SECTIONS), None
     return ('losses',), (f'trace versions differ ({version_a} vs {version_b}: written by '
                          'different mmrepro versions, whose digests are not comparable); '
                          'comparing loss values only')
@@ -87,7 +95,7 @@ def comparable_sections(header_a: Mapping[str, Any],
 
 def compare_traces(lines_a: Sequence[Mapping[str, Any]],
                    lines_b: Sequence[Mapping[str, Any]],
-                   sections: Sequence[str] = ('losses', *SECTIONS)) -> TraceDiff:
+                   sections: Sequence[str] = ('losses', DATA, *SECTIONS)) -> TraceDiff:
     """Find the first common iteration where two traces differ, and where in it.
 
     Args:
@@ -106,6 +114,7 @@ def compare_traces(lines_a: Sequence[Mapping[str, Any]],
         if line_b is None:
             continue
         result.common.append(line_a['iter'])
+        _compare_data(result, line_a, line_b, sections)
         if result.iteration is not None:
             continue
         for section in sections:
@@ -123,6 +132,32 @@ def compare_traces(lines_a: Sequence[Mapping[str, Any]],
         else:
             result.totals = {}
     return result
+
+
+def _compare_data(result: TraceDiff, line_a: Mapping[str, Any], line_b: Mapping[str, Any],
+                  sections: Sequence[str]) -> None:
+    """Follow the data digests past the first difference, to the first data difference."""
+    if DATA not in sections or DATA not in line_a or DATA not in line_b:
+        return
+    result.data_checked.append(line_a['iter'])
+    if result.data_iteration is None:
+        first = _compare_section(line_a[DATA], line_b[DATA])[0]
+        if first is not None:
+            result.data_iteration, result.data_first = line_a['iter'], first
+
+
+def data_verdict(diff: TraceDiff, label_a: str = 'A', label_b: str = 'B') -> Optional[str]:
+    """One line: were the runs given the same samples (None if no data was traced)?"""
+    if not diff.data_checked:
+        return None
+    if diff.data_iteration is None:
+        checked = diff.data_checked
+        span = (f'iteration {checked[0]}' if len(checked) == 1 else
+                f'every traced iteration ({checked[0]}..{checked[-1]}, {len(checked)})')
+        return f'data: identical samples in {span}'
+    slot, a, b = diff.data_first
+    return (f'data: differ from iteration {diff.data_iteration}, sample {slot} of the batch: '
+            f'{label_a} {a or "missing"} vs {label_b} {b or "missing"}')
 
 
 def _loss_text(value: Optional[str]) -> str:
@@ -173,11 +208,13 @@ def describe_diff(diff: TraceDiff, modules: Optional[Mapping[str, str]] = None,
     culprit = diff.culprit()
     if culprit is not None:
         section, name = culprit
-        lines.append(f'  first difference: {SECTION_TITLES[section]} of '
-                     f'{_module_of(section, name, modules)}')
-        if section == 'forward' and name.split('#')[0] == 'data_preprocessor':
+        where = (f'sample {name} of the batch' if section == DATA else
+                 _module_of(section, name, modules))
+        lines.append(f'  first difference: {SECTION_TITLES[section]} of {where}')
+        if section == DATA or (section == 'forward'
+                               and name.split('#')[0] == 'data_preprocessor'):
             lines.append('    the batch itself differs: data order, augmentation or loading')
-    for section in ('losses', *SECTIONS):
+    for section in ('losses', DATA, *SECTIONS):
         if section not in diff.first:
             continue
         name, a, b = diff.first[section]
@@ -185,10 +222,15 @@ def describe_diff(diff: TraceDiff, modules: Optional[Mapping[str, str]] = None,
         if section == 'losses':
             lines.append(f'  losses differ ({count} of {total}), first {name}: '
                          f'{label_a} {_loss_text(a)} vs {label_b} {_loss_text(b)}')
+        elif section == DATA:
+            lines.append(f'  {count} of {total} samples differ')
         else:
             order = ' (in backward order)' if section == 'grad' else ''
             lines.append(f'  {count} of {total} {_PLURALS[section]} differ; first'
                          f'{order}: {_module_of(section, name, modules)}')
+    verdict = data_verdict(diff, label_a, label_b)
+    if verdict is not None:
+        lines.append(verdict)
     return lines
 
 

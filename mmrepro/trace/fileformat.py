@@ -14,6 +14,8 @@ TRACE_VERSION = 2  # 2: 256-word rows (version 1 digests used 65536)
 ROOT_NAME = '(model)'
 #: Sections of a trace line holding digests, in the order a difference is blamed.
 SECTIONS = ('forward', 'grad', 'weight', 'buffer')
+#: Section of per-sample digests of the batch (:mod:`.samples`): before every other.
+DATA = 'data'
 
 
 class TraceError(ValueError):
@@ -64,7 +66,7 @@ def read_trace(path: str) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
             header.update(obj)
             continue
         if not isinstance(obj, dict) or not isinstance(obj.get('iter'), int) or \
-                not all(isinstance(obj.get(s, {}), dict) for s in (*SECTIONS, 'losses')):
+                not all(isinstance(obj.get(s, {}), dict) for s in (*SECTIONS, 'losses', DATA)):
             raise TraceError(f'{path}: line {number} is not a trace record (expected an '
                              'object with "iter", "losses", ' +
                              ', '.join(f'"{s}"' for s in SECTIONS) + ')')

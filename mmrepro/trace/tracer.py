@@ -12,6 +12,7 @@ from torch.autograd import Variable
 from .batching import _Batch, _batch, _DigestCache, _Pending, _pending, _resolve, digest
 from .digests import to_hex
 from .fileformat import ROOT_NAME, SECTIONS, TRACE_FORMAT, TRACE_NAME, TRACE_VERSION
+from .samples import DATA, sample_digests
 
 
 class Tracer:
@@ -81,6 +82,7 @@ class Tracer:
         self._forward: Dict[str, _Pending] = {}
         self._grad: Dict[str, _Pending] = {}
         self._calls: Dict[str, int] = {}
+        self._data: Dict[str, str] = {}
         self._cache = _DigestCache()
         self._active = False
         self._file = open(self.path, 'w')
@@ -94,11 +96,12 @@ class Tracer:
         """Whether the 0-based ``iteration`` is traced (the first one always is)."""
         return iteration == 0 or (iteration + 1) % self.interval == 0
 
-    def before_train_iter(self, runner: Any, batch_idx: int) -> None:
-        """Install the hooks when this iteration is traced."""
+    def before_train_iter(self, runner: Any, batch_idx: int, data_batch: Any = None) -> None:
+        """Digest the batch's samples and install the hooks when this iteration is traced."""
         if not self.traced(runner.iter) or self._file is None:
             return
         self._active = True
+        self._data = sample_digests(data_batch)
         for name, module in self._modules if self.forward else ():
             self._handles.append(module.register_forward_hook(partial(self._on_forward, name)))
         trainable = tuple(p.requires_grad for _, p in self._named('_parameters'))
@@ -121,6 +124,8 @@ class Tracer:
                                                [tensor for _, tensor in state])]
         line: Dict[str, Any] = dict(iter=runner.iter + 1, epoch=runner.epoch,
                                     batch_idx=batch_idx, losses=_losses(outputs))
+        if self._data:
+            line[DATA] = self._data
         line.update({s: {} for s in (SECTIONS if self.forward else SECTIONS[1:])})
         pending = [(section, name, value)
                    for section, values in (('forward', self._forward), ('grad', self._grad))
@@ -133,6 +138,7 @@ class Tracer:
                 line[section][name] = to_hex(value + meta)
         self._write(line)
         self._forward, self._grad, self._calls, self._grad_batches = {}, {}, {}, []
+        self._data = {}
         self._cache.clear()
 
     def close(self) -> None:
