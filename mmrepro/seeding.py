@@ -26,6 +26,7 @@ RANDOMNESS_DEFAULTS: Dict[str, Any] = dict(
     warn_only=False,
     strict=False,
     fill_uninitialized_memory=None,
+    threads=None,
 )
 
 #: Value of ``CUBLAS_WORKSPACE_CONFIG`` mmrepro sets when torch needs it and it is missing.
@@ -104,7 +105,26 @@ def validate_randomness(randomness: Optional[Mapping[str, Any]]) -> Dict[str, An
     for key in _BOOL_KEYS:
         check_flag(out[key], f'randomness.{key}')
     check_fill_uninitialized_memory(out['fill_uninitialized_memory'])
+    check_threads(out['threads'])
     return out
+
+
+def check_threads(value: Any, key: str = 'randomness.threads') -> None:
+    """Raise unless ``value`` is None or a whole number >= 1 (intra-op threads).
+
+    Raises:
+        TypeError: not an int.
+        ValueError: below 1.
+    """
+    if value is None:
+        return
+    message = (f'{key} must be a whole number >= 1 (PyTorch intra-op threads per process), '
+               f'got {value!r}. Set e.g. `randomness=dict(threads=1)`, or remove the key to '
+               'keep PyTorch\'s default (OMP_NUM_THREADS, else the number of cores).')
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(message)
+    if value < 1:
+        raise ValueError(message)
 
 
 def check_fill_uninitialized_memory(value: Optional[bool],

@@ -212,3 +212,19 @@ def test_hash_seed_reexec_fixes_hashing_in_the_process(tmp_path):
 
     assert run('fix') == run('fix')
     assert len({run('free') for _ in range(3)}) > 1  # randomised without it
+
+
+@pytest.mark.parametrize('threads, exc', [(0, ValueError), ('2', TypeError), (True, TypeError),
+                                          (1.0, TypeError)])
+def test_bad_threads_messages(threads, exc):
+    with pytest.raises(exc) as info:
+        validate_randomness(dict(threads=threads))
+    assert str(info.value) == (
+        f'randomness.threads must be a whole number >= 1 (PyTorch intra-op threads per '
+        f"process), got {threads!r}. Set e.g. `randomness=dict(threads=1)`, or remove the "
+        "key to keep PyTorch's default (OMP_NUM_THREADS, else the number of cores).")
+
+
+def test_threads_default_to_pytorchs_own():
+    assert validate_randomness({})['threads'] is None
+    assert validate_randomness(dict(threads=3))['threads'] == 3

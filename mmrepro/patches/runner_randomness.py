@@ -5,6 +5,7 @@ import logging
 import os
 from typing import Any, Optional
 
+import torch
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import find_latest_checkpoint
 
@@ -71,12 +72,15 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
         base_seed, deterministic=settings['deterministic'],
         diff_rank_seed=settings['diff_rank_seed'], warn_only=settings['warn_only'],
         fill_uninitialized_memory=settings['fill_uninitialized_memory'])
+    if settings['threads'] is not None:  # CPU rounding depends on the thread count
+        torch.set_num_threads(int(settings['threads']))
     setattr(self, SETTINGS_ATTR, settings)
     if first_call:
+        threads = '' if settings['threads'] is None else f", threads={settings['threads']}"
         messages.append((logging.INFO, f'mmrepro: seed {base_seed} ({source}); deterministic='
                          f"{settings['deterministic']}, diff_rank_seed="
                          f"{settings['diff_rank_seed']}, sample_seeding="
-                         f"{settings['sample_seeding']}"))
+                         f"{settings['sample_seeding']}{threads}"))
     setattr(self, MESSAGES_ATTR, messages)
     log_pending(self)
 
