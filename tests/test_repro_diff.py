@@ -27,8 +27,8 @@ train_dataloader = dict(sampler=dict(_delete_=True, type='InfiniteSampler', shuf
 
 @pytest.fixture(scope='module')
 def diff_runs(data_root, tmp_path_factory):
-    """Work dirs ``base``, ``lr`` (lr 0.02) and ``ann`` (one box of the first sample
-    trained moved by one pixel)."""
+    """Work dirs ``base``, ``lr`` (lr 0.02), ``ann`` (one box of the first sample
+    trained moved by one pixel) and ``threads`` (1 intra-op thread instead of 2)."""
     root = tmp_path_factory.mktemp('diff')
     data = str(root / 'data')
     shutil.copytree(data_root, data)
@@ -36,9 +36,11 @@ def diff_runs(data_root, tmp_path_factory):
                           extra=TRACED)
     lr = write_config(str(root / 'cfg' / 'lr.py'), 'retinanet', data, num_workers=0,
                       extra=TRACED + 'optim_wrapper = dict(optimizer=dict(lr=0.02))\n')
-    runs = {'base': str(root / 'base'), 'lr': str(root / 'lr'), 'ann': str(root / 'ann')}
-    run_train(config, runs['base'])
-    run_train(lr, runs['lr'])
+    runs = {name: str(root / name) for name in ('base', 'lr', 'ann', 'threads')}
+    two = {'OMP_NUM_THREADS': '2'}  # fixed: the thread count changes CPU results
+    run_train(config, runs['base'], env=two)
+    run_train(lr, runs['lr'], env=two)
+    run_train(config, runs['threads'], env={'OMP_NUM_THREADS': '1'})
     ann_file = os.path.join(data, 'annotations', 'train.json')
     with open(ann_file) as f:
         annotations = json.load(f)
@@ -49,7 +51,7 @@ def diff_runs(data_root, tmp_path_factory):
     next(a for a in annotations['annotations'] if a['image_id'] == image_id)['bbox'][0] += 1
     with open(ann_file, 'w') as f:
         json.dump(annotations, f)
-    run_train(config, runs['ann'])  # the same config, on the changed annotation file
+    run_train(config, runs['ann'], env=two)  # the same config, on the changed annotations
     return runs
 
 
@@ -66,6 +68,8 @@ def test_same_run_is_identical(diff_runs, capsys):
     assert 'run records: identical' in out
     assert 'traces: bit-identical over iterations 1..3 (3 traced): every loss, sample, ' \
         'gradient, weight and buffer' in out
+    assert out.endswith('verdict: the same samples in every traced iteration; bit-identical, '
+                        'as expected (no setting that changes results differs)\n'), out
 
 
 @pytest.mark.slow
@@ -98,6 +102,9 @@ def test_changed_annotation_is_a_data_difference(diff_runs, capsys):
     assert '  first difference: data of sample 0 of the batch' in out
     assert re.search(r'\ndata: differ from iteration 1, sample 0 of the batch: '
                      r'A (img_id=\d+) [0-9a-f]{16} vs B \1 [0-9a-f]{16}\n', out), out
+    assert out.endswith('verdict: the data differ from iteration 1\n  why: the data files '
+                        '(fingerprint) (data.ann_files.annotations/train.json, '
+                        'data.annotations_sha256)\n'), out
     assert_shows('repro-diff-data', out)  # docs/troubleshooting.md shows it
 
 
@@ -109,9 +116,26 @@ def test_changed_lr_is_named_by_config_key(diff_runs, capsys):
     assert '  data:' not in out  # the same data fingerprint
     # the same samples, and iteration 1 runs with equal weights; only the step differs
     assert '\ndata: identical samples in every traced iteration (1..3, 3)\n' in out
+    assert out.endswith('verdict: the same samples in every traced iteration; the numbers '
+                        'differ from iteration 1\n  explained by (most likely first): the '
+                        'config (config.optim_wrapper.optimizer.lr)\n  bitwise equality '
+                        'expected: no, settings that change results differ\n'), out
     assert 'traces: first diverging iteration: 1' in out
     assert 'first difference: weight after the step of' in out
     assert_shows('repro-diff-lr', out)  # docs/troubleshooting.md shows it
+
+
+@pytest.mark.slow
+def test_thread_count_is_a_numeric_difference(diff_runs, capsys):
+    """An environment difference: the same samples, other rounding, and why."""
+    code, out, _ = _diff(capsys, diff_runs['base'], diff_runs['threads'])
+    assert code == 1
+    assert out.endswith(
+        'verdict: the same samples in every traced iteration; the numbers differ from '
+        'iteration 1\n'
+        '  explained by (most likely first): the intra-op thread count '
+        '(devices.torch_threads, env.OMP_NUM_THREADS)\n'
+        '  bitwise equality expected: no, settings that change results differ\n'), out
 
 
 @pytest.mark.slow

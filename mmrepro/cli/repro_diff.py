@@ -8,7 +8,10 @@ Compares two runs (work dirs, log dirs, ``run_record.json`` files or checkpoints
 2. where they diverge: the first differing iteration and module from the traces
    (:mod:`mmrepro.trace`) when both runs have one, else the first logged iteration
    whose losses differ in ``vis_data/scalars.json``;
-3. optionally (``--plot out.png``) both loss curves with the divergence marked.
+3. whether the runs were given the same samples (the traces' per-sample digests);
+4. a verdict (:mod:`.diff_verdict`): a data or a numeric difference, the recorded
+   differences that explain it, ranked, and whether bitwise equality was expected;
+5. optionally (``--plot out.png``) both loss curves with the divergence marked.
 
 Exit status: 0 when nothing differs, 1 when something does, 2 when a run cannot be
 read (missing or corrupted record, trace or log; the message names the file).
@@ -27,6 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..run_record import MISSING, RECORD_NAME, RunRecordError, diff_records, load_run_record
 from ..trace import (
     TRACE_NAME,
+    TraceDiff,
     TraceError,
     comparable_sections,
     compare_traces,
@@ -34,6 +38,7 @@ from ..trace import (
     loss_curve,
     read_trace,
 )
+from .diff_verdict import verdict_lines
 
 PROG = 'repro_diff'
 SCALARS = osp.join('vis_data', 'scalars.json')
@@ -167,8 +172,8 @@ _TITLES = dict(config='config key(s) differ', versions='version(s) differ',
                'the training data differs')
 
 
-def describe_records(a: RunData, b: RunData) -> Tuple[List[str], int]:
-    """Lines describing how the two run records differ, and how many settings do.
+def describe_records(a: RunData, b: RunData) -> Tuple[List[str], List[Tuple[str, Any, Any]]]:
+    """Lines describing how the two run records differ, and the differing settings.
 
     The config hash is shown only when no config key is (records written before the
     config was recorded key by key). ``resume`` and, for a resumed run, ``load_from``
@@ -185,7 +190,7 @@ def describe_records(a: RunData, b: RunData) -> Tuple[List[str], int]:
              '(a resumed run); not settings, left out'] if started else [])
     if not diffs:
         return note + ['run records: identical (seed, randomness, world size, versions, '
-                       'devices, environment, PyTorch flags, code, config, data)'], 0
+                       'devices, environment, PyTorch flags, code, config, data)'], []
     groups: Dict[str, List[Tuple[str, Any, Any]]] = {}
     for key, value_a, value_b in diffs:
         section, _, rest = key.partition('.')
@@ -200,7 +205,7 @@ def describe_records(a: RunData, b: RunData) -> Tuple[List[str], int]:
         lines.append(f'  {section}: {len(entries)} {_TITLES.get(section, "setting(s) differ")}')
         lines += [f'    {key}: {_show(value_a)} -> {_show(value_b)}'
                   for key, value_a, value_b in entries]
-    return lines, len(diffs)
+    return lines, diffs
 
 
 def scalars_divergence(rows_a: Sequence[Dict[str, Any]],
@@ -226,8 +231,10 @@ def scalars_divergence(rows_a: Sequence[Dict[str, Any]],
     return common, None, previous
 
 
-def describe_divergence(a: RunData, b: RunData) -> Tuple[List[str], Optional[int], bool]:
-    """Lines on where the runs diverge, the first diverging iteration, and if they do."""
+def describe_divergence(a: RunData, b: RunData) -> Tuple[List[str], Optional[int], bool,
+                                                         Optional[TraceDiff]]:
+    """Lines on where the runs diverge, the first diverging iteration, if they do, and
+    the trace comparison (None without traces)."""
     if a.trace is not None and b.trace is not None:
         sections, reason = comparable_sections(a.trace[0], b.trace[0])
         diff = compare_traces(a.trace[1], b.trace[1], sections)
@@ -235,27 +242,27 @@ def describe_divergence(a: RunData, b: RunData) -> Tuple[List[str], Optional[int
         lines[0] = f'traces: {lines[0]}'
         if reason is not None:
             lines.insert(0, f'traces: {reason}')
-        return lines, diff.iteration, not diff.identical
+        return lines, diff.iteration, not diff.identical, diff
     missing = [r.label for r in (a, b) if r.trace is None]
     note = f'(no {TRACE_NAME} in {" and ".join(missing)}; train with ' \
            "custom_hooks=[dict(type='ReproducibilityHook', trace_interval=1)] to compare " \
            'modules)'
     if not (a.scalars and b.scalars):
         return [f'divergence: nothing to compare {note}, and no training rows in '
-                f'{SCALARS}'], None, False
+                f'{SCALARS}'], None, False, None
     common, first, previous = scalars_divergence(a.scalars, b.scalars)
     if not common:
-        return [f'scalars logs: no logged iteration in common {note}'], None, True
+        return [f'scalars logs: no logged iteration in common {note}'], None, True, None
     if first is None:
         return [f'scalars logs: losses equal at every logged iteration in common '
-                f'({common[0]}..{common[-1]}, {len(common)} logged) {note}'], None, False
+                f'({common[0]}..{common[-1]}, {len(common)} logged) {note}'], None, False, None
     since = f', equal at iteration {previous}' if previous is not None else ''
     row_a = next(r for r in a.scalars if r['iter'] == first)
     row_b = next(r for r in b.scalars if r['iter'] == first)
     losses = ', '.join(f'{k} {row_a.get(k)} vs {row_b.get(k)}' for k in sorted(row_a)
                        if k.startswith('loss') and row_a.get(k) != row_b.get(k))
     return [f'scalars logs: first logged iteration whose losses differ: {first}{since} '
-            f'{note}', f'  {losses}'], first, True
+            f'{note}', f'  {losses}'], first, True, None
 
 
 def curve(run: RunData) -> List[Tuple[int, float]]:
@@ -327,8 +334,12 @@ def run_diff(args: argparse.Namespace) -> int:
                   + ', '.join(f'{name} (iterations {first}-{last})'
                               for name, first, last in run.stitched))
     record_lines, differences = describe_records(a, b)
-    divergence_lines, first, diverged = describe_divergence(a, b)
-    for line in (*record_lines, *divergence_lines):
+    divergence_lines, first, diverged, trace_diff = describe_divergence(a, b)
+    verdict = verdict_lines(
+        differences, diverged, first,
+        trace_diff.data_iteration if trace_diff is not None else None,
+        bool(trace_diff is not None and trace_diff.data_checked))
+    for line in (*record_lines, *divergence_lines, *verdict):
         print(line)
     if args.plot:
         curve_a, curve_b = curve(a), curve(b)

@@ -1,0 +1,110 @@
+"""``repro_diff``'s verdict: a data difference or a numeric one, and what explains it.
+
+The run records' differences are sorted into causes. Data causes change which samples
+a run trains on, or how they are augmented: the data files (fingerprint), the seed and
+``randomness`` settings, the world layout and the data loader's config. Numeric
+causes change only how the same samples are computed, ranked from the most to the
+least likely to change results: the config (model, optimizer, schedule), the code,
+the GPU (architecture, driver, AMP dtype), library versions, PyTorch's numerics flags,
+the CPU kernel set, the thread count, other environment variables. Keys that name
+places (host, platform) explain nothing.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+__all__ = ['DATA_CAUSES', 'NUMERIC_CAUSES', 'causes', 'verdict_lines']
+
+Diff = Tuple[str, Any, Any]
+_LOADER = ('config.train_dataloader.', 'config.train_pipeline.')
+_THREADS = ('devices.torch_threads', 'env.OMP_NUM_THREADS', 'env.MKL_NUM_THREADS',
+            'numerics.cpu.interop_threads')
+
+#: (cause, predicate on a record key), in the order a data difference is explained.
+DATA_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
+    ('the data files (fingerprint)', lambda k: k.startswith('data.')),
+    ('the seed or randomness settings',
+     lambda k: k in ('seed', 'config.randomness.seed') or k.startswith(
+         ('randomness.', 'config.randomness.'))),
+    ('the world layout', lambda k: k in ('world_size', 'launcher', 'backend')),
+    ('the data loader or pipeline config', lambda k: k.startswith(_LOADER)),
+)
+#: (cause, predicate on a record key), from the most to the least likely to change
+#: results computed from the same samples.
+NUMERIC_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
+    ('the config', lambda k: k.startswith('config.') or k == 'config_sha256'),
+    ('the code', lambda k: k.startswith('code.')),
+    ('the GPU, its driver or the AMP dtype',
+     lambda k: k.startswith(('numerics.gpu.', 'numerics.amp.', 'devices.cuda'))),
+    ('library versions', lambda k: k.startswith(('versions.', 'numerics.libraries.'))),
+    ('PyTorch numerics flags', lambda k: k.startswith('torch_flags.')),
+    ('the CPU kernel set', lambda k: k.startswith('numerics.cpu.') and k not in _THREADS
+     or k == 'devices.cpu'),
+    ('the intra-op thread count', lambda k: k in _THREADS),
+    ('environment variables', lambda k: k.startswith('env.')),
+)
+
+
+def causes(diffs: Sequence[Diff],
+           table: Sequence[Tuple[str, Callable[[str], bool]]]) -> List[Tuple[str, List[str]]]:
+    """``(cause, [keys])`` for every cause of ``table`` some differing key falls under.
+
+    A key belongs to the first cause that takes it, so data causes are taken out of the
+    numeric ones by the caller passing only the remaining keys.
+    """
+    out: List[Tuple[str, List[str]]] = []
+    left = [key for key, _, _ in diffs]
+    for cause, takes in table:
+        keys = [key for key in left if takes(key)]
+        if keys:
+            out.append((cause, keys))
+            left = [key for key in left if key not in keys]
+    return out
+
+
+def _listing(found: List[Tuple[str, List[str]]]) -> str:
+    shown = []
+    for cause, keys in found:
+        names = ', '.join(keys[:3]) + (f' and {len(keys) - 3} more' if len(keys) > 3 else '')
+        shown.append(f'{cause} ({names})')
+    return '; '.join(shown)
+
+
+def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
+                  data_iteration: Optional[int], data_traced: bool) -> List[str]:
+    """The verdict of ``repro_diff``.
+
+    Args:
+        diffs: The run records' differences (``diff_records``).
+        diverged: Whether the traces (or logged losses) differ.
+        first: The first diverging iteration, if known.
+        data_iteration: The first traced iteration whose samples differ (None if none).
+        data_traced: Whether both traces hold per-sample data digests.
+    """
+    data = causes(diffs, DATA_CAUSES)
+    data_keys = {key for _, keys in data for key in keys}
+    numeric = causes([d for d in diffs if d[0] not in data_keys], NUMERIC_CAUSES)
+    if data_iteration is not None or (not data_traced and data and data[0][1][0].startswith(
+            'data.')):
+        where = f' from iteration {data_iteration}' if data_iteration is not None else ''
+        why = _listing(data) if data else ('nothing recorded: the same files and settings, '
+                                           'so the data order or augmentation is not '
+                                           'reproducible')
+        return [f'verdict: the data differ{where}', f'  why: {why}']
+    same = 'the same samples in every traced iteration; ' if data_traced else ''
+    found = numeric + data
+    if not diverged:
+        if not found:
+            return [f'verdict: {same}bit-identical, as expected (no setting that changes '
+                    'results differs)']
+        return [f'verdict: {same}bit-identical, although settings differ: {_listing(found)}']
+    at = f' from iteration {first}' if first is not None else ''
+    lines = [f'verdict: {same}the numbers differ{at}']
+    if found:
+        lines.append(f'  explained by (most likely first): {_listing(found)}')
+        lines.append('  bitwise equality expected: no, settings that change results differ')
+    else:
+        lines.append('  bitwise equality expected: yes: nothing recorded that changes results '
+                     'differs, so an operation is nondeterministic or a setting is not '
+                     'recorded (run tools/check_repro.py on the config)')
+    return lines

@@ -1,0 +1,53 @@
+"""mmrepro.cli.diff_verdict: a data or a numeric difference, and its causes ranked."""
+from mmrepro.cli.diff_verdict import verdict_lines
+
+EXPECTED_NO = '  bitwise equality expected: no, settings that change results differ'
+
+
+def test_numeric_causes_are_ranked_most_likely_first():
+    diffs = [('env.CUBLAS_WORKSPACE_CONFIG', None, ':4096:8'),
+             ('versions.torch', '2.1.2', '2.13.0'),
+             ('numerics.cpu.capability', 'AVX512', 'AVX2'),
+             ('config.model.neck.out_channels', '32', '64'),
+             ('devices.host', 'a', 'b')]  # a place: explains nothing
+    assert verdict_lines(diffs, True, 4, None, True) == [
+        'verdict: the same samples in every traced iteration; the numbers differ from '
+        'iteration 4',
+        '  explained by (most likely first): the config (config.model.neck.out_channels); '
+        'library versions (versions.torch); the CPU kernel set (numerics.cpu.capability); '
+        'environment variables (env.CUBLAS_WORKSPACE_CONFIG)', EXPECTED_NO]
+
+
+def test_data_difference_names_its_causes():
+    diffs = [('world_size', 1, 2), ('config.train_dataloader.batch_size', '4', '2')]
+    assert verdict_lines(diffs, True, 1, 1, True) == [
+        'verdict: the data differ from iteration 1',
+        '  why: the world layout (world_size); the data loader or pipeline config '
+        '(config.train_dataloader.batch_size)']
+    # without traced samples, a different fingerprint is the evidence
+    assert verdict_lines([('data.annotations_sha256', 'a', 'b')], True, 2, None, False) == [
+        'verdict: the data differ', '  why: the data files (fingerprint) '
+        '(data.annotations_sha256)']
+
+
+def test_data_difference_with_nothing_recorded_says_so():
+    assert verdict_lines([], True, 3, 3, True) == [
+        'verdict: the data differ from iteration 3',
+        '  why: nothing recorded: the same files and settings, so the data order or '
+        'augmentation is not reproducible']
+
+
+def test_unexplained_divergence_was_expected_to_be_bitwise():
+    assert verdict_lines([('devices.host', 'a', 'b')], True, 2, None, True)[1] == (
+        '  bitwise equality expected: yes: nothing recorded that changes results differs, '
+        'so an operation is nondeterministic or a setting is not recorded (run '
+        'tools/check_repro.py on the config)')
+
+
+def test_equal_runs():
+    assert verdict_lines([], False, None, None, False) == [
+        'verdict: bit-identical, as expected (no setting that changes results differs)']
+    assert verdict_lines([('torch_flags.cudnn_benchmark', False, True)], False, None, None,
+                         True) == [
+        'verdict: the same samples in every traced iteration; bit-identical, although '
+        'settings differ: PyTorch numerics flags (torch_flags.cudnn_benchmark)']
