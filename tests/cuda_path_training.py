@@ -3,9 +3,9 @@
 Used by ``tests/test_cuda_path_on_cpu.py``, in its own process for the CUDA path::
 
     MMREPRO_TRITON_ON_CPU=1 TRITON_INTERPRET=1 python tests/cuda_path_training.py \\
-        DATA_ROOT OUT_DIR FAMILY...
+        DATA_ROOT OUT_DIR values|digests FAMILY...
 
-which writes ``OUT_DIR/FAMILY.pt`` per family (see :func:`train`). Interpreted Triton
+which writes ``OUT_DIR/FAMILY.pt`` per family (:func:`summary` of :func:`train`). Interpreted Triton
 kernels cost about a millisecond per loop step of a program, so the models are the zoo
 configs with one image per batch at 64x48 pixels, 16 sampled RoIs per stage, one sampling
 point per level and 10 denoising queries (DINO); DCN Faster R-CNN keeps deformable
@@ -94,8 +94,15 @@ def train(family: str, data_root: str) -> Dict[str, Any]:
     from mmrepro.op_audit import audit_model
     from mmrepro.ops import adaptive_pool
 
-    os.environ[sm.DATA_ENV] = osp.join(data_root, '')
-    cfg = Config.fromfile(sm.config_path(family))
+    before = os.environ.get(sm.DATA_ENV)
+    os.environ[sm.DATA_ENV] = osp.join(data_root, '')  # read while the config is parsed
+    try:
+        cfg = Config.fromfile(sm.config_path(family))
+    finally:  # later tests in this process must not see it
+        if before is None:
+            del os.environ[sm.DATA_ENV]
+        else:
+            os.environ[sm.DATA_ENV] = before
     cfg.merge_from_dict(FAMILIES[family][0])
     init_default_scope('mmdet')
     batches = _batches(cfg)
@@ -131,11 +138,22 @@ def train(family: str, data_root: str) -> Dict[str, Any]:
                 state={k: v.clone() for k, v in model.state_dict().items()})
 
 
+def summary(run: Dict[str, Any], values: bool) -> Dict[str, Any]:
+    """What the test compares: losses, launches, digests of the weights and of each
+    step's gradients, and (``values``) the first step's gradients themselves."""
+    from mmrepro.cli.epoch_resume import object_digest
+    return dict(losses=run['losses'], launches=run['launches'],
+                state=object_digest(run['state']),
+                grads=[object_digest(step) for step in run['grads']],
+                first_grads=run['grads'][0] if values else None)
+
+
 def main(argv: List[str]) -> int:
-    data_root, out_dir, *families = argv
+    data_root, out_dir, mode, *families = argv
     torch.set_num_threads(1)
     for family in families:
-        torch.save(train(family, data_root), osp.join(out_dir, f'{family}.pt'))
+        torch.save(summary(train(family, data_root), mode == 'values'),
+                   osp.join(out_dir, f'{family}.pt'))
     return 0
 
 

@@ -136,10 +136,11 @@ def checkpoint_digests(path: str) -> Dict[str, str]:
     """sha256 of each compared part of a checkpoint (tensors by their bytes)."""
     from ..checkpoint_io import safe_load
     checkpoint = safe_load(path)
-    return {name: _digest(checkpoint[key]) for key, name in PARTS if key in checkpoint}
+    return {name: object_digest(checkpoint[key]) for key, name in PARTS if key in checkpoint}
 
 
-def _digest(obj: Any) -> str:
+def object_digest(obj: Any) -> str:
+    """sha256 of nested tensors (dtype, shape, bytes), dicts (sorted keys), lists, values."""
     sha = hashlib.sha256()
 
     def feed(node: Any) -> None:
