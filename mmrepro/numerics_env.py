@@ -50,8 +50,8 @@ def cpu_record() -> Dict[str, Any]:
                 isa_env={k: os.environ[k] for k in ISA_ENV if k in os.environ})
 
 
-def _built_with(pattern: str) -> Optional[str]:
-    match = re.search(pattern, torch.__config__.show())
+def _built_with(pattern: str, config: str) -> Optional[str]:
+    match = re.search(pattern, config)
     return match.group(1) if match else None
 
 
@@ -65,8 +65,9 @@ def _nccl_version() -> Optional[str]:
 
 def library_record() -> Dict[str, Optional[str]]:
     """MKL, oneDNN and NCCL versions of the running PyTorch (None where absent)."""
-    return dict(mkl=_built_with(r'Math Kernel Library Version ([\w.\-]+)'),
-                onednn=_built_with(r'MKL-DNN v([\w.]+)'), nccl=_nccl_version())
+    config = torch.__config__.show()  # PyTorch's build summary, read once
+    return dict(mkl=_built_with(r'Math Kernel Library Version ([\w.\-]+)', config),
+                onednn=_built_with(r'MKL-DNN v([\w.]+)', config), nccl=_nccl_version())
 
 
 def _driver() -> Dict[str, Optional[str]]:

@@ -84,8 +84,8 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
     data = causes(diffs, DATA_CAUSES)
     data_keys = {key for _, keys in data for key in keys}
     numeric = causes([d for d in diffs if d[0] not in data_keys], NUMERIC_CAUSES)
-    if data_iteration is not None or (not data_traced and data and data[0][1][0].startswith(
-            'data.')):
+    fingerprint = any(key.startswith('data.') for key in data_keys)
+    if data_iteration is not None or (not data_traced and fingerprint):
         where = f' from iteration {data_iteration}' if data_iteration is not None else ''
         why = _listing(data) if data else ('nothing recorded: the same files and settings, '
                                            'so the data order or augmentation is not '
