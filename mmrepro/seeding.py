@@ -23,6 +23,7 @@ RANDOMNESS_DEFAULTS: Dict[str, Any] = dict(
     diff_rank_seed=False,
     sample_seeding=True,
     keyed_cache=True,
+    global_stream=True,
     warn_only=False,
     strict=False,
     fill_uninitialized_memory=None,
@@ -34,8 +35,8 @@ CUBLAS_WORKSPACE_DEFAULT = ':4096:8'
 #: The first torch release without its ``CUBLAS_WORKSPACE_CONFIG`` check.
 CUBLAS_CHECK_DROPPED = '2.10'
 
-_BOOL_KEYS = ('deterministic', 'diff_rank_seed', 'sample_seeding', 'keyed_cache', 'warn_only',
-              'strict')
+_BOOL_KEYS = ('deterministic', 'diff_rank_seed', 'sample_seeding', 'keyed_cache',
+              'global_stream', 'warn_only', 'strict')
 
 
 def check_seed(seed: Any, key: str = 'randomness.seed') -> int:

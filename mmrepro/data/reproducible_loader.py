@@ -22,7 +22,8 @@ _REPLACED = {'self', 'dataset', 'batch_size', 'shuffle', 'sampler', 'batch_sampl
 
 def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: int = 1,
                       diff_rank_seed: bool = False, sample_seeding: bool = True,
-                      keyed_cache: bool = True, logger: Any = 'current') -> DataLoader:
+                      keyed_cache: bool = True, logger: Any = 'current',
+                      global_batches: Any = None, micro: int = 1) -> DataLoader:
     """Rebuild ``loader`` so its randomness depends on the run's seed only.
 
     - It gets its own ``torch.Generator`` seeded from ``seed``: creating an
@@ -33,6 +34,9 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
       position, index)`` and the dataset seeds the RNGs from it before each
       sample's pipeline, so augmentation is the same with any ``num_workers``,
       ``persistent_workers`` or ``prefetch_factor``.
+    - With ``global_batches`` too (a batch sampler built for the whole world, see
+      :mod:`~mmrepro.data.global_stream`), this rank trains on its slices of the
+      global batches: the same batches for any number of ranks and ``micro``.
     - With ``keyed_cache`` too, ``CachedMosaic``/``CachedMixUp`` draw their partners
       from the stream by key (:mod:`~mmrepro.data.keyed_cache`): the same with any
       ``num_workers`` and after resume.
@@ -47,6 +51,8 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
         keyed_cache: Key the cached transforms' partners. Defaults to True.
         logger: Where warnings go (the Runner's own logger; ``print_log``'s
             ``logger``). Defaults to ``'current'``.
+        global_batches: The global stream's batch sampler. Defaults to None.
+        micro: Micro-batches per optimizer step (``accumulative_counts``).
 
     Returns:
         DataLoader: A new loader over the same dataset, sampler and batch sampler.
@@ -58,7 +64,8 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
         if install_sample_seeding(loader.dataset):
             history = _cached_transforms(loader.dataset, keyed_cache, logger)
             batch_sampler = SeededBatchSampler(batch_sampler, seed, rank, world_size,
-                                               diff_rank_seed, logger=logger, history=history)
+                                               diff_rank_seed, logger=logger, history=history,
+                                               global_batches=global_batches, micro=micro)
         else:
             print_log(
                 f'mmrepro: {type(loader.dataset).__name__} defines its own batched '

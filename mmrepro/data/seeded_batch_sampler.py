@@ -1,12 +1,14 @@
 """A batch-sampler wrapper that tags every index with its per-sample seed key."""
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
 from typing import Any, Iterator, List, Optional, Tuple
 
 from mmengine.logging import print_log
 
+from .global_stream import Layout, micro_batches
 from .rng_state import IsolatedHostRNGs
 from .sampler_isolation import needs_isolation
 from .seeded_index import SeededIndex
@@ -30,6 +32,12 @@ class SeededBatchSampler:
     that depends on ``(seed, epoch)`` only, and do not shift the model's draws in the
     main process.
 
+    With ``global_batches`` (:mod:`~mmrepro.data.global_stream`), the batches are
+    drawn from that batch sampler, built for the whole world at the global batch
+    size, and this rank takes its slices of each: the order, the batching and every
+    sample's key are the same for every number of ranks and ``accumulative_counts``.
+    The wrapped (per-rank) batch sampler then only answers attribute lookups.
+
     It can also be positioned for resume: :meth:`resume_at` makes the next pass
     skip batches at the index level, without loading or augmenting them.
 
@@ -43,12 +51,20 @@ class SeededBatchSampler:
             ``history`` (the look-back of the pipeline's keyed caches). Defaults to 0.
         logger: Where warnings go (``print_log``'s ``logger``). Defaults to
             ``'current'``.
+        global_batches: The batch sampler of the global stream. Defaults to None
+            (each rank batches its own share, as MMEngine does).
+        micro: Micro-batches per optimizer step (``accumulative_counts``), with
+            ``global_batches``. Defaults to 1.
     """
 
     def __init__(self, batch_sampler: Any, seed: int, rank: int = 0, world_size: int = 1,
                  diff_rank_seed: bool = False, logger: Any = 'current',
-                 history: int = 0) -> None:
+                 history: int = 0, global_batches: Any = None, micro: int = 1) -> None:
         self.batch_sampler = batch_sampler
+        self.global_batches = global_batches
+        self.layout: Optional[Layout] = None
+        if global_batches is not None:
+            self.layout = Layout(batch_sampler.batch_size, rank, world_size, micro)
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
@@ -56,14 +72,20 @@ class SeededBatchSampler:
         self.logger = logger
         self.history = history
         self._resume: Optional[Tuple[int, int]] = None
-        self._isolate = needs_isolation(batch_sampler)
+        self._steps_only = False
+        self._isolate = needs_isolation(self._source)
         #: The last position given to :meth:`resume_at` (kept after it is used).
         self.positioned: Optional[Tuple[int, int]] = None
 
     @property
     def sampler(self) -> Any:
-        """The sampler inside the wrapped batch sampler."""
+        """The sampler inside the wrapped batch sampler (whose epoch hooks set)."""
         return getattr(self.batch_sampler, 'sampler', None)
+
+    @property
+    def _source(self) -> Any:
+        """The batch sampler the batches are drawn from."""
+        return self.batch_sampler if self.global_batches is None else self.global_batches
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names this wrapper lacks (batch_size, drop_last, ...).
@@ -72,7 +94,18 @@ class SeededBatchSampler:
         return getattr(self.batch_sampler, name)
 
     def __len__(self) -> int:
-        return len(self.batch_sampler)
+        if self.layout is None:
+            return len(self.batch_sampler)
+        return len(self.global_batches) * (1 if self._steps_only else self.layout.micro)
+
+    @contextlib.contextmanager
+    def counting_steps(self) -> Iterator[None]:
+        """Inside, ``len`` counts optimizer steps (global batches), not micro-batches."""
+        self._steps_only = True
+        try:
+            yield
+        finally:
+            self._steps_only = False
 
     def current_epoch(self) -> int:
         """The epoch the next pass is keyed with."""
@@ -102,30 +135,41 @@ class SeededBatchSampler:
                     logger=self.logger, level=logging.WARNING)
                 skip = 0
         rank = self.rank if self.diff_rank_seed else -1
+        for n, slots in enumerate(self._slots(epoch)):
+            if n >= skip:
+                yield [SeededIndex(index, sample_key(self.seed, epoch, position, index, rank),
+                                   earlier) for position, index, earlier in slots]
+
+    def _slots(self, epoch: int) -> Iterator[List[Tuple[int, int, Tuple]]]:
+        """``(position, index, earlier)`` of each of this rank's batches of ``epoch``."""
+        if self.layout is not None:
+            global_sampler = getattr(self.global_batches, 'sampler', None)
+            if hasattr(global_sampler, 'set_epoch'):
+                global_sampler.set_epoch(epoch)
+            complete = getattr(global_sampler, 'round_up', True) or self.layout.slices > 1
+            yield from micro_batches(self._isolated(epoch), self.layout, self.history,
+                                     complete=complete)
+            return
         local = 0
         # (position, index) of this rank's latest samples; skipped batches count too.
         earlier: deque = deque(maxlen=self.history)
-        for n, batch in enumerate(self._isolated(epoch)):
-            seeded = []
+        for batch in self._isolated(epoch):
+            slots = []
             for index in batch:
                 position = local * self.world_size + self.rank
-                if n >= skip:
-                    seeded.append(SeededIndex(
-                        int(index), sample_key(self.seed, epoch, position, int(index), rank),
-                        tuple(earlier)))
+                slots.append((position, int(index), tuple(earlier)))
                 if self.history:
                     earlier.append((position, int(index)))
                 local += 1
-            if n >= skip:
-                yield seeded
+            yield slots
 
     def _isolated(self, epoch: int) -> Iterator[List[int]]:
         if not self._isolate:
-            yield from self.batch_sampler
+            yield from self._source
             return
         rngs = IsolatedHostRNGs((SAMPLER, self.seed, epoch))
         with rngs:
-            batches = iter(self.batch_sampler)
+            batches = iter(self._source)
         while True:
             with rngs:
                 batch = next(batches, None)

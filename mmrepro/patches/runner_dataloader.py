@@ -7,6 +7,7 @@ from typing import Any, Optional
 from mmengine.runner import Runner
 from torch.utils.data import DataLoader
 
+from ..data.global_stream import accumulative_counts, build_global_batch_sampler
 from ..data.reproducible_loader import make_reproducible
 from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..seeding import get_rank, get_world_size
@@ -32,11 +33,20 @@ def build_dataloader(runner: Optional[Runner], dataloader: Any, seed: Optional[i
         return _original_build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
     base_seed = settings['seed'] if seed is None or seed == runner.seed else seed
     loader = _original_build_dataloader(dataloader, seed=base_seed, diff_rank_seed=False)
-    loader = make_reproducible(loader, base_seed, get_rank(), get_world_size(),
+    world_size = get_world_size()
+    micro = global_batches = None
+    if (settings['global_stream'] and settings['sample_seeding']
+            and dataloader is runner._train_dataloader and loader.batch_sampler is not None):
+        micro = accumulative_counts(runner.optim_wrapper)
+        global_batches = build_global_batch_sampler(
+            dataloader, loader.dataset, base_seed,
+            loader.batch_sampler.batch_size * world_size * micro)
+    loader = make_reproducible(loader, base_seed, get_rank(), world_size,
                                diff_rank_seed=settings['diff_rank_seed'],
                                sample_seeding=settings['sample_seeding'],
                                keyed_cache=settings['keyed_cache'],
-                               logger=runner.__dict__.get('logger', 'current'))
+                               logger=runner.__dict__.get('logger', 'current'),
+                               global_batches=global_batches, micro=micro or 1)
     resume = getattr(runner, RESUME_ATTR, None)
     position = ((resume or {}).get('state') or {}).get('position')
     if (position and dataloader is runner._train_dataloader
