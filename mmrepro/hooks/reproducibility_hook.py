@@ -10,6 +10,7 @@ from mmengine.registry import HOOKS
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
 
 from .. import preprocessor_state
+from ..data.global_stream import accumulative_counts
 from ..data.rng_state import capture_rng_state, restore_rng_state
 from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..data_fingerprint import check_mode
@@ -18,6 +19,7 @@ from ..patches.runner_randomness import SETTINGS_ATTR, log_pending
 from ..resume_state import NOT_RESTORED, build_section, check_section
 from ..run_record import collect_run_record, write_run_record
 from ..seeding import get_rank, get_world_size
+from ..step_draws import seed_step, step_key
 from .fast_forward import FastForwardIterator
 
 
@@ -82,6 +84,8 @@ class ReproducibilityHook(Hook):
         self._position: Optional[Dict[str, int]] = None
         self._gathered: Optional[List[Dict[str, Any]]] = None
         self._resumed: Optional[Dict[str, Any]] = None
+        self._micro: Optional[int] = None  # micro-batches per step; 0: draws not keyed
+        self._seed: Optional[int] = None
 
     # ------------------------------------------------------------ run record
     def before_run(self, runner) -> None:
@@ -102,7 +106,14 @@ class ReproducibilityHook(Hook):
             self._tracer = None
 
     def before_train_iter(self, runner, batch_idx: int, data_batch: Any = None) -> None:
-        """Let the trace hook into this iteration's forward and backward."""
+        """Key the model's draws to this micro-batch; let the trace hook into the step."""
+        if self._micro is None:
+            settings = getattr(runner, SETTINGS_ATTR, None) or {}
+            self._micro = (accumulative_counts(runner.optim_wrapper)
+                           if settings.get('global_stream') else 0)
+            self._seed = settings.get('seed')
+        if self._micro:
+            seed_step(step_key(self._seed, runner.iter, get_rank(), self._micro))
         if self._tracer is not None:
             self._tracer.before_train_iter(runner, batch_idx, data_batch)
 
