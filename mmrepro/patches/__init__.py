@@ -31,6 +31,9 @@ mmrepro patches"):
    lacks it -- :mod:`.runner_init`.
 9. ``mmengine.config.utils.MODULE2PACKAGE`` gains ``'mmrepro'``, so that configs can
    inherit ``mmrepro::`` paths -- :mod:`mmrepro.configs`.
+10. Under gradient accumulation with the global stream, ``Runner.build_param_scheduler``
+    converts epochs with optimizer steps per epoch and ``ParamSchedulerHook``
+    steps iteration-based schedules once per optimizer step -- :mod:`.step_clock`.
 """
 from __future__ import annotations
 
@@ -51,6 +54,7 @@ def apply_patches() -> None:
         runner_dataloader,
         runner_init,
         runner_randomness,
+        step_clock,
     )
     runner_init.apply()
     runner_randomness.apply()
@@ -60,4 +64,5 @@ def apply_patches() -> None:
     mmdet_apis.apply()
     distributed.apply()
     model_audit.apply()
+    step_clock.apply()
     _APPLIED = True

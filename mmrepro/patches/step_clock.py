@@ -1,0 +1,73 @@
+"""Under gradient accumulation, iteration-based schedules count optimizer steps.
+
+With ``accumulative_counts=k`` MMEngine counts micro-batches as iterations, so an
+iteration-based schedule (``LinearLR`` warmup with ``by_epoch=False``, or a by-epoch
+one with ``convert_to_iter_based=True``) advances ``k`` times per optimizer step, and
+its learning rate changes between the micro-batches of one step. On ``k`` ranks
+without accumulation it advances once per step. With the global stream on, the
+schedulers of an accumulating run step once per optimizer step instead, so one process
+with ``k`` micro-batches follows the learning rates of ``k`` ranks step for step:
+
+- ``Runner.build_param_scheduler`` converts epochs to iterations with the number of
+  optimizer steps per epoch (MMEngine uses the loader's length, in micro-batches);
+- ``ParamSchedulerHook.after_train_iter`` steps only after the last micro-batch of
+  each optimizer step.
+
+Iteration counts of the loop itself (``IterBasedTrainLoop``'s ``max_iters`` and
+``val_interval``, iteration-based checkpoint and logging intervals) still count
+micro-batches, as in MMEngine.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from mmengine.hooks import ParamSchedulerHook
+from mmengine.runner import Runner
+from mmengine.runner.base_loop import BaseLoop
+
+from ..data.seeded_batch_sampler import SeededBatchSampler
+
+#: Runner attribute: micro-batches per optimizer step while the step clock is in force.
+CLOCK_ATTR = '_mmrepro_step_clock'
+
+_original_build = Runner.build_param_scheduler
+_original_after_train_iter = ParamSchedulerHook.after_train_iter
+
+
+def _global_sampler(runner: Runner) -> Any:
+    """The train loader's batch sampler if it draws from the global stream, else None."""
+    loop = runner.__dict__.get('_train_loop')
+    if not isinstance(loop, BaseLoop):
+        return None
+    sampler = getattr(loop.dataloader, 'batch_sampler', None)
+    if isinstance(sampler, SeededBatchSampler) and sampler.layout is not None:
+        return sampler
+    return None
+
+
+def build_param_scheduler(self: Runner, scheduler: Any) -> Any:
+    """``Runner.build_param_scheduler``, in optimizer steps under accumulation."""
+    sampler = _global_sampler(self)
+    if sampler is None or sampler.layout.micro == 1:
+        return _original_build(self, scheduler)
+    with sampler.counting_steps():
+        schedulers = _original_build(self, scheduler)
+    setattr(self, CLOCK_ATTR, sampler.layout.micro)
+    self.logger.info(f'mmrepro: accumulative_counts={sampler.layout.micro}: iteration-based '
+                     'parameter schedules step once per optimizer step')
+    return schedulers
+
+
+def after_train_iter(self: ParamSchedulerHook, runner: Runner, batch_idx: int,
+                     data_batch: Any = None, outputs: Any = None) -> None:
+    """``ParamSchedulerHook.after_train_iter``, once per optimizer step under the clock."""
+    micro = runner.__dict__.get(CLOCK_ATTR, 1)
+    if (runner.iter + 1) % micro:
+        return
+    _original_after_train_iter(self, runner, batch_idx, data_batch, outputs)
+
+
+def apply() -> None:
+    """Install both on MMEngine's classes."""
+    Runner.build_param_scheduler = build_param_scheduler
+    ParamSchedulerHook.after_train_iter = after_train_iter
