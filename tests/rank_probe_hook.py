@@ -43,3 +43,27 @@ class KillRankHook(Hook):
             return
         open(marker, 'w').close()
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+@HOOKS.register_module()
+class StreamProbeHook(Hook):
+    """Test-only hook: each rank writes what every sample of its batches looked like.
+
+    ``stream-rank{r}.txt`` gets one line per sample: optimizer step, slice of the global
+    batch (``rank x k + micro-batch``), place in the slice, image id, shape after the
+    pipeline, flip, and a digest of the image tensor and its boxes.
+    """
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
+        micro = getattr(runner.optim_wrapper, '_accumulative_counts', 1)
+        step, j = divmod(runner.iter, micro)
+        lines = []
+        for n, (img, sample) in enumerate(zip(data_batch['inputs'],
+                                              data_batch['data_samples'], strict=True)):
+            digest = hashlib.sha256(img.contiguous().numpy().tobytes())
+            boxes = sample.gt_instances.bboxes
+            digest.update(getattr(boxes, 'tensor', boxes).numpy().tobytes())
+            lines.append(f'{step} {get_rank() * micro + j} {n} {sample.img_id} '
+                         f'{tuple(sample.img_shape)} {sample.flip} {digest.hexdigest()[:16]}\n')
+        with open(osp.join(runner.work_dir, f'stream-rank{get_rank()}.txt'), 'a') as f:
+            f.writelines(lines)

@@ -1,20 +1,11 @@
 """The same guarantees on 2 ranks: gloo on CPU, launched by tools/dist_train.sh (torchrun)."""
-import os
 import os.path as osp
-import socket
 import subprocess
 import sys
 
 import pytest
-from repro_utils import (
-    REPO,
-    RUN_CWD,
-    checkpoint,
-    prune_checkpoints,
-    pythonpath,
-    state_digest,
-    write_config,
-)
+from dist_utils import dist_cmd, dist_env, dist_train
+from repro_utils import RUN_CWD, checkpoint, prune_checkpoints, state_digest, write_config
 
 from mmrepro.checkpoint_io import safe_load
 
@@ -28,33 +19,6 @@ custom_hooks = [dict(type='ReproducibilityHook'), dict(type='RankProbeHook'),
 """
 KILL = "custom_hooks = custom_hooks + [dict(type='KillRankHook', rank=1, at_iter=8)]\n"
 NO_SEED = "randomness = dict(_delete_=True, deterministic=True)\n"
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def _env():
-    # CPU ranks (gloo) on every machine: two ranks cannot share one GPU under NCCL. The
-    # NCCL launch is covered by the cuda tier (tests/test_cuda/).
-    # PYTHON: this interpreter (dist_train.sh would take the first python on PATH).
-    return {**os.environ, 'PORT': str(_port()), 'OMP_NUM_THREADS': '1',
-            'PYTHONPATH': pythonpath(osp.join(REPO, 'tests')), 'CUDA_VISIBLE_DEVICES': '',
-            'PYTHON': sys.executable}
-
-
-def _cmd(config, work_dir, *args):
-    return ['bash', osp.join(REPO, 'tools', 'dist_train.sh'), config, '2', '--work-dir',
-            work_dir, *args]
-
-
-def dist_train(config, work_dir, *args):
-    proc = subprocess.run(_cmd(config, work_dir, *args), cwd=RUN_CWD, env=_env(),
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-5000:]
-    return proc.stdout + proc.stderr
 
 
 def probes(work_dir):
@@ -119,7 +83,7 @@ def test_kill_one_rank_then_resume_is_exact(dist_runs, tmp_path):
     # has written iter_6.pth by then; torchrun then ends the group.
     config = dist_runs.config('kill', extra=KILL)
     work_dir = str(tmp_path / 'killed')
-    proc = subprocess.run(_cmd(config, work_dir), cwd=RUN_CWD, env=_env(),
+    proc = subprocess.run(dist_cmd(config, work_dir), cwd=RUN_CWD, env=dist_env(),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode != 0, proc.stdout[-2000:]
     assert osp.exists(osp.join(work_dir, 'killed-rank1'))
