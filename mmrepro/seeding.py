@@ -24,6 +24,7 @@ RANDOMNESS_DEFAULTS: Dict[str, Any] = dict(
     sample_seeding=True,
     keyed_cache=True,
     global_stream=True,
+    global_batch=None,
     warn_only=False,
     strict=False,
     fill_uninitialized_memory=None,
@@ -107,6 +108,10 @@ def validate_randomness(randomness: Optional[Mapping[str, Any]]) -> Dict[str, An
         check_flag(out[key], f'randomness.{key}')
     check_fill_uninitialized_memory(out['fill_uninitialized_memory'])
     check_threads(out['threads'])
+    check_positive(out['global_batch'], 'randomness.global_batch',
+                   'samples per optimizer step over all ranks',
+                   'Set e.g. `randomness=dict(global_batch=16)`, or remove the key to '
+                   'accept any layout.')
     return out
 
 
@@ -117,11 +122,27 @@ def check_threads(value: Any, key: str = 'randomness.threads') -> None:
         TypeError: not an int.
         ValueError: below 1.
     """
+    check_positive(value, key, 'PyTorch intra-op threads per process',
+                   'Set e.g. `randomness=dict(threads=1)`, or remove the key to keep '
+                   'PyTorch\'s default (OMP_NUM_THREADS, else the number of cores).')
+
+
+def check_positive(value: Any, key: str, meaning: str, fix: str) -> None:
+    """Raise unless ``value`` is None or a whole number >= 1.
+
+    Args:
+        value: The value to check.
+        key: Name of the setting, used in the error message.
+        meaning: What the number counts, for the message.
+        fix: How to set it, for the message.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: below 1.
+    """
     if value is None:
         return
-    message = (f'{key} must be a whole number >= 1 (PyTorch intra-op threads per process), '
-               f'got {value!r}. Set e.g. `randomness=dict(threads=1)`, or remove the key to '
-               'keep PyTorch\'s default (OMP_NUM_THREADS, else the number of cores).')
+    message = f'{key} must be a whole number >= 1 ({meaning}), got {value!r}. {fix}'
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(message)
     if value < 1:

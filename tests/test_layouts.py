@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 PROBES = """
 custom_imports = dict(imports=['mmrepro', 'rank_probe_hook'], allow_failed_imports=False)
 custom_hooks = [dict(type='ReproducibilityHook'), dict(type='StreamProbeHook')]
-randomness = dict(threads=1)
+randomness = dict(threads=1, global_batch=4)
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.25, by_epoch=False, begin=0, end=3),
     dict(type='MultiStepLR', by_epoch=True, milestones=[1], gamma=0.1)]

@@ -225,6 +225,16 @@ def test_bad_threads_messages(threads, exc):
         "key to keep PyTorch's default (OMP_NUM_THREADS, else the number of cores).")
 
 
+@pytest.mark.parametrize('value, exc', [(0, ValueError), (16.0, TypeError)])
+def test_bad_global_batch_messages(value, exc):
+    with pytest.raises(exc) as info:
+        validate_randomness(dict(global_batch=value))
+    assert str(info.value) == (
+        'randomness.global_batch must be a whole number >= 1 (samples per optimizer step '
+        f'over all ranks), got {value!r}. Set e.g. `randomness=dict(global_batch=16)`, or '
+        'remove the key to accept any layout.')
+
+
 def test_threads_default_to_pytorchs_own():
     assert validate_randomness({})['threads'] is None
     assert validate_randomness(dict(threads=3))['threads'] == 3

@@ -149,3 +149,29 @@ def accumulative_counts(optim_wrapper: Any) -> int:
     counts = {getattr(wrapper, '_accumulative_counts', 1)
               for wrapper in getattr(optim_wrapper, 'values', lambda: [optim_wrapper])()}
     return int(counts.pop()) if len(counts) == 1 else 1
+
+
+def check_global_batch(expected: Optional[int], layout: Layout) -> None:
+    """Raise unless ``layout`` trains ``expected`` samples per optimizer step.
+
+    Args:
+        expected: ``randomness.global_batch`` (None accepts any layout).
+        layout: This run's layout.
+
+    Raises:
+        ValueError: the layout's global batch differs, saying how to reach
+            ``expected`` with this number of ranks (or that no batch size can).
+    """
+    if expected is None or expected == layout.global_batch:
+        return
+    world = layout.world_size
+    have = (f'this run trains {world} rank(s) x batch_size {layout.batch_size} x '
+            f'accumulative_counts {layout.micro} = {layout.global_batch}')
+    if expected % world:
+        fix = (f'{expected} is not a multiple of {world} ranks, so no batch size gives it: '
+               f'launch a number of ranks that divides {expected}.')
+    else:
+        fix = (f'Set train_dataloader.batch_size x optim_wrapper.accumulative_counts to '
+               f'{expected // world} for {world} rank(s).')
+    raise ValueError(f'randomness.global_batch={expected}, but {have} samples per optimizer '
+                     f'step. {fix}')

@@ -2,12 +2,19 @@
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any, Optional
 
+from mmengine.logging import print_log
 from mmengine.runner import Runner
 from torch.utils.data import DataLoader
 
-from ..data.global_stream import accumulative_counts, build_global_batch_sampler
+from ..data.global_stream import (
+    Layout,
+    accumulative_counts,
+    build_global_batch_sampler,
+    check_global_batch,
+)
 from ..data.reproducible_loader import make_reproducible
 from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..seeding import get_rank, get_world_size
@@ -34,25 +41,43 @@ def build_dataloader(runner: Optional[Runner], dataloader: Any, seed: Optional[i
     base_seed = settings['seed'] if seed is None or seed == runner.seed else seed
     loader = _original_build_dataloader(dataloader, seed=base_seed, diff_rank_seed=False)
     world_size = get_world_size()
-    micro = global_batches = None
-    if (settings['global_stream'] and settings['sample_seeding']
-            and dataloader is runner._train_dataloader and loader.batch_sampler is not None):
+    logger = runner.__dict__.get('logger', 'current')
+    micro, global_batches = 1, None
+    batch_size = getattr(loader.batch_sampler, 'batch_size', None)
+    if dataloader is runner._train_dataloader and isinstance(batch_size, int):
         micro = accumulative_counts(runner.optim_wrapper)
-        global_batches = build_global_batch_sampler(
-            dataloader, loader.dataset, base_seed,
-            loader.batch_sampler.batch_size * world_size * micro)
+        layout = Layout(batch_size, get_rank(), world_size, micro)
+        check_global_batch(settings['global_batch'], layout)
+        if settings['global_stream'] and settings['sample_seeding']:
+            global_batches = _global_batches(dataloader, loader, base_seed, layout, logger)
     loader = make_reproducible(loader, base_seed, get_rank(), world_size,
                                diff_rank_seed=settings['diff_rank_seed'],
                                sample_seeding=settings['sample_seeding'],
-                               keyed_cache=settings['keyed_cache'],
-                               logger=runner.__dict__.get('logger', 'current'),
-                               global_batches=global_batches, micro=micro or 1)
+                               keyed_cache=settings['keyed_cache'], logger=logger,
+                               global_batches=global_batches, micro=micro)
     resume = getattr(runner, RESUME_ATTR, None)
     position = ((resume or {}).get('state') or {}).get('position')
     if (position and dataloader is runner._train_dataloader
             and isinstance(loader.batch_sampler, SeededBatchSampler)):
         loader.batch_sampler.resume_at(position['epoch'], position['batches'])
     return loader
+
+
+def _global_batches(cfg: Any, loader: DataLoader, seed: int, layout: Layout,
+                    logger: Any) -> Any:
+    """The global stream's batch sampler (logged), or None (warned) where none can be built."""
+    batches = build_global_batch_sampler(cfg, loader.dataset, seed, layout.global_batch)
+    if batches is None:
+        print_log('mmrepro: the train loader\'s sampler or batch sampler is given as an '
+                  'object, not a config dict, so it cannot be rebuilt for the whole world: '
+                  'each rank batches its own share, and the batches depend on the number of '
+                  'ranks.', logger=logger, level=logging.WARNING)
+        return None
+    print_log(f'mmrepro: one batch stream for every layout: global batches of '
+              f'{layout.global_batch} = {layout.world_size} rank(s) x batch_size '
+              f'{layout.batch_size} x accumulative_counts {layout.micro}', logger=logger,
+              level=logging.INFO)
+    return batches
 
 
 class _RunnerAwareStaticMethod:
