@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch.torch_version import TorchVersion
 
+from .cpu_isa import check_cpu_isa
+
 MAX_SEED = 2**32 - 1
 
 #: Accepted keys of the ``randomness`` config dict, with their defaults.
@@ -29,6 +31,7 @@ RANDOMNESS_DEFAULTS: Dict[str, Any] = dict(
     strict=False,
     fill_uninitialized_memory=None,
     threads=None,
+    cpu_isa=None,
 )
 
 #: Value of ``CUBLAS_WORKSPACE_CONFIG`` mmrepro sets when torch needs it and it is missing.
@@ -108,6 +111,7 @@ def validate_randomness(randomness: Optional[Mapping[str, Any]]) -> Dict[str, An
         check_flag(out[key], f'randomness.{key}')
     check_fill_uninitialized_memory(out['fill_uninitialized_memory'])
     check_threads(out['threads'])
+    check_cpu_isa(out['cpu_isa'])
     check_positive(out['global_batch'], 'randomness.global_batch',
                    'samples per optimizer step over all ranks',
                    'Set e.g. `randomness=dict(global_batch=16)`, or remove the key to '

@@ -10,8 +10,9 @@ import argparse
 import os
 import os.path as osp
 import sys
-from typing import List, Optional
+from typing import Dict, List, Optional
 
+from .. import cpu_isa
 from ..patches.scope import HOOK_NAMES, is_reproducibility_hook
 from ..seeding import check_seed, prepare_cublas_workspace_config, validate_randomness
 
@@ -162,10 +163,22 @@ def reexec_with_hash_seed(seed: Optional[int], argv: List[str]) -> None:
         argv: What follows the interpreter on its command line (``sys.orig_argv[1:]``:
             a script, ``-m module`` or a console script, and the arguments).
     """
-    wanted = str(seed if seed is not None else 0)
-    if os.environ.get('PYTHONHASHSEED') == wanted:
+    reexec_with_environment({'PYTHONHASHSEED': str(seed if seed is not None else 0)}, argv)
+
+
+def reexec_with_environment(variables: Dict[str, str], argv: List[str]) -> None:
+    """Re-execute ``argv`` with ``variables`` set, unless they already are.
+
+    For what a library reads only when it starts (``PYTHONHASHSEED``, the CPU kernel
+    set of ``randomness.cpu_isa``). Returns only when every variable has its value.
+
+    Args:
+        variables: Names and values to set.
+        argv: What follows the interpreter on its command line (``sys.orig_argv[1:]``).
+    """
+    if all(os.environ.get(name) == value for name, value in variables.items()):
         return
-    os.environ['PYTHONHASHSEED'] = wanted
+    os.environ.update(variables)
     os.execv(sys.executable, [sys.executable, *argv])
 
 
@@ -177,8 +190,11 @@ def main(argv: Optional[List[str]] = None):
     except (ValueError, TypeError, FileNotFoundError) as err:
         print(f'{osp.basename(sys.argv[0])}: error: {err}', file=sys.stderr)
         sys.exit(2)
+    variables = cpu_isa.environment(cfg.randomness.get('cpu_isa'))
     if args.hash_seed_reexec:
-        reexec_with_hash_seed(cfg.randomness.get('seed'), sys.orig_argv[1:])
+        seed = cfg.randomness.get('seed')
+        variables['PYTHONHASHSEED'] = str(seed if seed is not None else 0)
+    reexec_with_environment(variables, sys.orig_argv[1:])
     prepare_environment(cfg.randomness)
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner

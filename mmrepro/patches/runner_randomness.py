@@ -9,6 +9,7 @@ import torch
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import find_latest_checkpoint
 
+from .. import cpu_isa
 from ..checkpoint_io import peek
 from ..seeding import init_random_seed, set_random_seed, validate_randomness
 from .runner_init import requested_config
@@ -47,6 +48,7 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
     if first_call and not enabled_by_config(requested_config(self)):
         return _original_set_randomness(self, seed=seed, **kwargs)
     settings = validate_randomness(dict(kwargs, seed=seed))
+    cpu_isa.check_process(settings['cpu_isa'])  # before anything is built or written
     messages = getattr(self, MESSAGES_ATTR, [])
     if first_call:
         setattr(self, RESUME_ATTR, _peek_resume_checkpoint(self))
@@ -76,7 +78,8 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
         torch.set_num_threads(int(settings['threads']))
     setattr(self, SETTINGS_ATTR, settings)
     if first_call:
-        threads = '' if settings['threads'] is None else f", threads={settings['threads']}"
+        threads = ''.join(f', {key}={settings[key]}' for key in ('threads', 'cpu_isa')
+                          if settings[key] is not None)
         messages.append((logging.INFO, f'mmrepro: seed {base_seed} ({source}); deterministic='
                          f"{settings['deterministic']}, diff_rank_seed="
                          f"{settings['diff_rank_seed']}, sample_seeding="
