@@ -19,15 +19,26 @@ def test_numeric_causes_are_ranked_most_likely_first():
 
 
 def test_data_difference_names_its_causes():
-    diffs = [('world_size', 1, 2), ('config.train_dataloader.batch_size', '4', '2')]
+    diffs = [('world_size', 1, 2), ('config.train_dataloader.num_workers', '4', '2')]
     assert verdict_lines(diffs, True, 1, 1, True) == [
         'verdict: the data differ from iteration 1',
-        '  why: the world layout (world_size); the data loader or pipeline config '
-        '(config.train_dataloader.batch_size)']
+        '  why: the process layout (ranks, per-rank batch, accumulation) (world_size); the '
+        'data loader or pipeline config (config.train_dataloader.num_workers)']
     # without traced samples, a different fingerprint is the evidence
     assert verdict_lines([('data.annotations_sha256', 'a', 'b')], True, 2, None, False) == [
         'verdict: the data differ', '  why: the data files (fingerprint) '
         '(data.annotations_sha256)']
+
+
+def test_same_data_on_another_layout_blames_the_layout_first():
+    diffs = [('env.OMP_NUM_THREADS', None, '1'), ('world_size', 1, 2),
+             ('config.train_dataloader.batch_size', '4', '2'), ('config.launcher', 'none',
+                                                              'pytorch')]
+    # The thread count itself is recorded equal: the variable explains nothing more.
+    assert verdict_lines(diffs, True, 1, None, True)[1] == (
+        '  explained by (most likely first): the process layout (ranks, per-rank batch, '
+        'accumulation) (world_size, config.train_dataloader.batch_size, config.launcher); '
+        'environment variables (env.OMP_NUM_THREADS)')
 
 
 def test_data_difference_with_nothing_recorded_says_so():

@@ -10,11 +10,13 @@ import pytest
 from dist_utils import dist_train
 from repro_utils import REPO, checkpoint, pythonpath, run_train, state_digest, write_config
 
+from mmrepro.cli.repro_diff import main as repro_diff
+
 pytestmark = pytest.mark.slow
 
 PROBES = """
 custom_imports = dict(imports=['mmrepro', 'rank_probe_hook'], allow_failed_imports=False)
-custom_hooks = [dict(type='ReproducibilityHook'), dict(type='StreamProbeHook')]
+custom_hooks = [dict(type='ReproducibilityHook', trace_interval=1), dict(type='StreamProbeHook')]
 randomness = dict(threads=1, global_batch=4)
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.25, by_epoch=False, begin=0, end=3),
@@ -80,3 +82,13 @@ def test_accumulation_reproduces_two_ranks_bit_for_bit(layout_runs, model):
     accumulated = layout_runs.get(model, '1x2acc2')
     assert stream(accumulated) == stream(ranks)
     assert state_digest(checkpoint(accumulated)) == state_digest(checkpoint(ranks))
+
+
+def test_repro_diff_finds_the_same_data_and_names_the_layout(layout_runs, capsys):
+    code = repro_diff([layout_runs.get('retinanet', '1x4'), layout_runs.get('retinanet', '2x2')])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert '\ndata: identical samples in every traced iteration (1..8, 8)\n' in out
+    assert 'verdict: the same samples in every traced iteration; the numbers differ from ' \
+        'iteration 1\n  explained by (most likely first): the process layout (ranks, ' \
+        'per-rank batch, accumulation) (world_size, backend, launcher and 2 more)' in out

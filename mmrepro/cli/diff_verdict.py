@@ -2,12 +2,14 @@
 
 The run records' differences are sorted into causes. Data causes change which samples
 a run trains on, or how they are augmented: the data files (fingerprint), the seed and
-``randomness`` settings, the world layout and the data loader's config. Numeric
+``randomness`` settings, the process layout and the data loader's config. Numeric
 causes change only how the same samples are computed, ranked from the most to the
 least likely to change results: the config (model, optimizer, schedule), the code,
 the GPU (architecture, driver, AMP dtype), library versions, PyTorch's numerics flags,
-the CPU kernel set, the thread count, other environment variables. Keys that name
-places (host, platform) explain nothing.
+the CPU kernel set, the thread count, other environment variables. Where the samples
+are the same, a different process layout (ranks, per-rank batch, accumulation: the
+same global batch) comes first: each rank computes its loss over fewer images. Keys
+that name places (host, platform) explain nothing.
 """
 from __future__ import annotations
 
@@ -19,6 +21,11 @@ Diff = Tuple[str, Any, Any]
 _LOADER = ('config.train_dataloader.', 'config.train_pipeline.')
 _THREADS = ('devices.torch_threads', 'env.OMP_NUM_THREADS', 'env.MKL_NUM_THREADS',
             'numerics.cpu.interop_threads')
+_LAYOUT = ('world_size', 'launcher', 'backend', 'config.launcher',
+           'config.train_dataloader.batch_size', 'config.optim_wrapper.accumulative_counts')
+#: The process layout: a data cause where the samples differ (another global batch, or
+#: ``global_stream=False``), the surest numeric cause where they are the same.
+LAYOUT_CAUSE = 'the process layout (ranks, per-rank batch, accumulation)'
 
 #: (cause, predicate on a record key), in the order a data difference is explained.
 DATA_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
@@ -26,7 +33,7 @@ DATA_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
     ('the seed or randomness settings',
      lambda k: k in ('seed', 'config.randomness.seed') or k.startswith(
          ('randomness.', 'config.randomness.'))),
-    ('the world layout', lambda k: k in ('world_size', 'launcher', 'backend')),
+    (LAYOUT_CAUSE, lambda k: k in _LAYOUT),
     ('the data loader or pipeline config', lambda k: k.startswith(_LOADER)),
 )
 #: (cause, predicate on a record key), from the most to the least likely to change
@@ -62,6 +69,15 @@ def causes(diffs: Sequence[Diff],
     return out
 
 
+def _numeric_table(diffs: Sequence[Diff]) -> Sequence[Tuple[str, Callable[[str], bool]]]:
+    """:data:`NUMERIC_CAUSES`; thread variables count as threads only if the count differs."""
+    if any(key == 'devices.torch_threads' for key, _, _ in diffs):
+        return NUMERIC_CAUSES
+    return [(cause, (lambda k: k in ('numerics.cpu.interop_threads',))
+             if cause == 'the intra-op thread count' else takes)
+            for cause, takes in NUMERIC_CAUSES]
+
+
 def _listing(found: List[Tuple[str, List[str]]]) -> str:
     shown = []
     for cause, keys in found:
@@ -83,7 +99,7 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
     """
     data = causes(diffs, DATA_CAUSES)
     data_keys = {key for _, keys in data for key in keys}
-    numeric = causes([d for d in diffs if d[0] not in data_keys], NUMERIC_CAUSES)
+    numeric = causes([d for d in diffs if d[0] not in data_keys], _numeric_table(diffs))
     fingerprint = any(key.startswith('data.') for key in data_keys)
     if data_iteration is not None or (not data_traced and fingerprint):
         where = f' from iteration {data_iteration}' if data_iteration is not None else ''
@@ -92,7 +108,8 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
                                            'reproducible')
         return [f'verdict: the data differ{where}', f'  why: {why}']
     same = 'the same samples in every traced iteration; ' if data_traced else ''
-    found = numeric + data
+    layout = [cause for cause in data if cause[0] == LAYOUT_CAUSE]
+    found = layout + numeric + [cause for cause in data if cause[0] != LAYOUT_CAUSE]
     if not diverged:
         if not found:
             return [f'verdict: {same}bit-identical, as expected (no setting that changes '

@@ -9,13 +9,13 @@ difference can.
 from __future__ import annotations
 
 import os.path as osp
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from .batching import digest
 from .digests import to_hex
 from .fileformat import DATA
 
-__all__ = ['DATA', 'sample_digests', 'sample_name']
+__all__ = ['DATA', 'sample_digests', 'sample_name', 'global_slots']
 
 
 def sample_name(data_sample: Any) -> Optional[str]:
@@ -47,3 +47,24 @@ def sample_digests(data_batch: Any) -> Dict[str, str]:
             return {str(slot): _entry(sample_name(sample), (image, sample))
                     for slot, (image, sample) in enumerate(zip(inputs, samples, strict=True))}
     return {} if data_batch is None else {'batch': _entry(None, data_batch)}
+
+
+def global_slots(slices: Sequence[Tuple[int, Dict[str, str]]]) -> Dict[str, str]:
+    """Merge the digests of every rank's micro-batch, keyed by place in the global batch.
+
+    Args:
+        slices: ``(slice, digests)`` per rank, where ``slice`` is the micro-batch's
+            slice of the global batch (``rank x accumulative_counts + micro-batch``) and
+            ``digests`` is what :func:`sample_digests` gave for it.
+
+    Returns:
+        dict: ``{str(slice x batch_size + slot): entry}``, so that a run on one process
+        and a run on several ranks with the same global batch list the same keys.
+    """
+    merged: Dict[str, str] = {}
+    for index, digests in sorted(slices, key=lambda item: item[0]):
+        width = len(digests)
+        for slot, entry in digests.items():
+            key = str(index * width + int(slot)) if slot.isdigit() else f'{index}.{slot}'
+            merged[key] = entry
+    return merged

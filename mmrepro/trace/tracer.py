@@ -12,7 +12,7 @@ from torch.autograd import Variable
 from .batching import _Batch, _batch, _DigestCache, _Pending, _pending, _resolve, digest
 from .digests import to_hex
 from .fileformat import ROOT_NAME, SECTIONS, TRACE_FORMAT, TRACE_NAME, TRACE_VERSION
-from .samples import DATA, sample_digests
+from .samples import DATA, global_slots, sample_digests
 
 
 class Tracer:
@@ -37,7 +37,9 @@ class Tracer:
 
     On several processes, rank 0 writes ``trace.jsonl`` and rank ``r`` writes
     ``trace_rank{r}.jsonl``; gradients are those of the rank's own backward (before
-    the all-reduce of ``DistributedDataParallel`` finishes).
+    the all-reduce of ``DistributedDataParallel`` finishes). The per-sample data
+    digests are gathered from every rank and listed by place in the global batch, so
+    they compare with a run of the same global batch on another number of ranks.
 
     Args:
         runner: The MMEngine Runner (``runner.model``, ``runner.log_dir``).
@@ -71,6 +73,7 @@ class Tracer:
         self._grad_handles: List[Any] = []
         self._trainable: Optional[Tuple[bool, ...]] = None
         rank, world_size = get_dist_info()
+        self._rank, self._world_size = rank, world_size
         if rank:
             filename = f'{osp.splitext(filename)[0]}_rank{rank}.jsonl'
         self.path = osp.join(runner.log_dir, filename)
@@ -102,6 +105,11 @@ class Tracer:
             return
         self._active = True
         self._data = sample_digests(data_batch)
+        if self._world_size > 1:  # every rank traces this iteration: list the global batch
+            from mmengine.dist import all_gather_object
+            micro = getattr(runner.optim_wrapper, '_accumulative_counts', 1)
+            place = self._rank * micro + runner.iter % micro
+            self._data = global_slots(all_gather_object((place, self._data)))
         for name, module in self._modules if self.forward else ():
             self._handles.append(module.register_forward_hook(partial(self._on_forward, name)))
         trainable = tuple(p.requires_grad for _, p in self._named('_parameters'))
