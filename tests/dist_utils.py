@@ -1,4 +1,4 @@
-"""Launch training on 2 CPU ranks (gloo) through tools/dist_train.sh (torchrun)."""
+"""Launch training on CPU ranks (gloo) through tools/dist_train.sh (torchrun)."""
 import os
 import os.path as osp
 import socket
@@ -26,15 +26,16 @@ def dist_env():
             'PYTHON': sys.executable}
 
 
-def dist_cmd(config, work_dir, *args):
-    """The ``tools/dist_train.sh`` command line for 2 ranks."""
-    return ['bash', osp.join(REPO, 'tools', 'dist_train.sh'), config, '2', '--work-dir',
-            work_dir, *args]
+def dist_cmd(config, work_dir, *args, nproc=2):
+    """The ``tools/dist_train.sh`` command line for ``nproc`` ranks."""
+    return ['bash', osp.join(REPO, 'tools', 'dist_train.sh'), config, str(nproc),
+            '--work-dir', work_dir, *args]
 
 
-def dist_train(config, work_dir, *args):
-    """Train ``config`` on 2 ranks; return stdout + stderr (assert it succeeded)."""
-    proc = subprocess.run(dist_cmd(config, work_dir, *args), cwd=RUN_CWD, env=dist_env(),
+def dist_train(config, work_dir, *args, nproc=2):
+    """Train ``config`` on ``nproc`` ranks; return stdout + stderr (assert it succeeded)."""
+    proc = subprocess.run(dist_cmd(config, work_dir, *args, nproc=nproc), cwd=RUN_CWD,
+                          env=dist_env(),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-5000:]
     return proc.stdout + proc.stderr

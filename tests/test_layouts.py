@@ -2,68 +2,20 @@
 
 Real mmdet RetinaNet and Faster R-CNN on the tiny COCO data with MMDetection's data
 config (``DefaultSampler`` + ``AspectRatioBatchSampler``), a warmup in iterations and a
-step at epoch 2; 2 epochs of global batch 4. Ranks run on CPU over gloo.
+step at epoch 1; 2 epochs of global batch 4. Ranks run on CPU over gloo.
 """
-import os.path as osp
-
 import pytest
-from dist_utils import dist_train
-from repro_utils import REPO, checkpoint, pythonpath, run_train, state_digest, write_config
+from layout_runs import LayoutRuns, stream
+from repro_utils import checkpoint, state_digest
 
 from mmrepro.cli.repro_diff import main as repro_diff
 
 pytestmark = pytest.mark.slow
 
-PROBES = """
-custom_imports = dict(imports=['mmrepro', 'rank_probe_hook'], allow_failed_imports=False)
-custom_hooks = [dict(type='ReproducibilityHook', trace_interval=1), dict(type='StreamProbeHook')]
-randomness = dict(threads=1, global_batch=4)
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.25, by_epoch=False, begin=0, end=3),
-    dict(type='MultiStepLR', by_epoch=True, milestones=[1], gamma=0.1)]
-"""
-#: name: (per-rank batch size, ranks, accumulative_counts).
-LAYOUTS = {'1x4': (4, 1, 1), '2x2': (2, 2, 1), '1x2acc2': (2, 1, 2)}
-
-
-class LayoutRuns:
-    """Runs shared by the tests of this module, by (model, layout)."""
-
-    def __init__(self, root, data_root):
-        self.root, self.data_root, self._done = root, data_root, {}
-
-    def get(self, model, layout):
-        key = f'{model}-{layout}'
-        if key not in self._done:
-            batch, ranks, micro = LAYOUTS[layout]
-            extra = PROBES + (f'train_dataloader = dict(batch_size={batch})\n'
-                              f'optim_wrapper = dict(accumulative_counts={micro})\n')
-            config = write_config(osp.join(self.root, f'cfg-{key}', 'cfg.py'), model,
-                                  self.data_root, extra=extra, num_workers=0, max_epochs=2)
-            work_dir = osp.join(self.root, key)
-            if ranks == 1:
-                run_train(config, work_dir,
-                          env={'PYTHONPATH': pythonpath(osp.join(REPO, 'tests'))})
-            else:
-                dist_train(config, work_dir)
-            self._done[key] = work_dir
-        return self._done[key]
-
 
 @pytest.fixture(scope='module')
 def layout_runs(tmp_path_factory, data_root):
     return LayoutRuns(str(tmp_path_factory.mktemp('layouts')), data_root)
-
-
-def stream(work_dir):
-    """Every sample trained on, in global order: (step, slice, place, id, shape, flip, digest)."""
-    rows = []
-    for rank in (0, 1):
-        path = osp.join(work_dir, f'stream-rank{rank}.txt')
-        if osp.exists(path):
-            with open(path) as f:
-                rows += [line.split(' ', 3) for line in f]
-    return sorted((int(s), int(v), int(n), rest) for s, v, n, rest in rows)
 
 
 def test_one_process_and_two_ranks_train_on_the_same_samples(layout_runs):
