@@ -6,8 +6,9 @@ Trains RetinaNet R18 (the test suite's narrow variant, tiny COCO data with MMDet
 in iterations) in every layout of ``tests/layout_runs.py`` (ranks on CPU over gloo, one
 intra-op thread each) and compares each with 2 ranks x 2: are the samples (image,
 size, flip, pixels) the same in every iteration, how many weight tensors are
-bit-identical, and the largest difference of a weight relative to its tensor's
-largest magnitude.
+bit-identical, and the norm of the weight difference relative to the weights' norm.
+For scale, the last row is 2 ranks x 2 again with two intra-op threads per rank: the
+same computation rounded differently.
 
     python benchmarks/measure_layouts.py [--model retinanet] [--data DIR]
 """
@@ -20,24 +21,23 @@ import sys
 import tempfile
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-sys.path.insert(0, osp.join(REPO, 'tests'))  # the suite's training helpers
+sys.path[:0] = [REPO, osp.join(REPO, 'tests')]  # mmrepro and the suite's training helpers
 
 from layout_runs import LAYOUTS, LayoutRuns, stream  # noqa: E402
 from repro_utils import checkpoint  # noqa: E402
 
 
 def compare_weights(path_a: str, path_b: str):
-    """(identical tensors, tensors, largest |a - b| / max |a| over tensors)."""
+    """(identical tensors, tensors, ||a - b|| / ||a|| over the floating-point weights)."""
+    import torch
+
     from mmrepro.checkpoint_io import safe_load
     a, b = safe_load(path_a)['state_dict'], safe_load(path_b)['state_dict']
-    same, worst = 0, 0.0
-    for name, tensor in a.items():
-        other = b[name]
-        if tensor.dtype.is_floating_point:
-            scale = float(tensor.abs().max()) or 1.0
-            worst = max(worst, float((tensor - other).abs().max()) / scale)
-        same += bool((tensor == other).all())
-    return same, len(a), worst
+    same = sum(bool((tensor == b[name]).all()) for name, tensor in a.items())
+    names = [name for name, tensor in a.items() if tensor.dtype.is_floating_point]
+    flat_a = torch.cat([a[name].double().flatten() for name in names])
+    flat_b = torch.cat([b[name].double().flatten() for name in names])
+    return same, len(a), float((flat_a - flat_b).norm() / flat_a.norm())
 
 
 def main() -> None:
@@ -53,15 +53,28 @@ def main() -> None:
     print(f'# {args.model}: every layout of global batch 4 vs 2 ranks x 2, '
           f'{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC')
     print('| layout (batch x ranks x accumulation) | same samples every iteration | '
-          'identical weight tensors | max relative weight difference |')
+          'identical weight tensors | weight difference, relative (L2) |')
     print('|---|---|---:|---:|')
-    for layout in LAYOUTS:
-        work_dir = runs.get(args.model, layout)
+    rows = [(layout, '', '') for layout in LAYOUTS]
+    rows.append(('2x2', 'randomness = dict(threads=2)\n', '-threads2'))
+    for layout, extra, tag in rows:
+        work_dir = runs.get(args.model, layout, extra, tag)
         same_data = [r[3] for r in stream(work_dir)] == [r[3] for r in stream(ref)]
-        same, total, worst = compare_weights(checkpoint(ref), checkpoint(work_dir))
-        batch, ranks, micro = LAYOUTS[layout]
-        print(f'| {batch} x {ranks} x {micro} | {"yes" if same_data else "no"} | '
-              f'{same}/{total} | {worst:.2e} |')
+        same, total, diff = compare_weights(checkpoint(ref), checkpoint(work_dir))
+        note = ', 2 threads per rank' if tag else ''
+        print(f'| {_name(layout)}{note} | {"yes" if same_data else "no"} | '
+              f'{same}/{total} | {diff:.2e} |')
+    print('\nThe same per-rank batch (1), 4 ranks in all:\n')
+    print('| layouts compared | identical weight tensors | weight difference, relative (L2) |')
+    print('|---|---:|---:|')
+    for a, b in (('4x1', '2x1acc2'), ('4x1', '1x1acc4'), ('2x1acc2', '1x1acc4')):
+        same, total, diff = compare_weights(checkpoint(runs.get(args.model, a)),
+                                            checkpoint(runs.get(args.model, b)))
+        print(f'| {_name(a)} vs {_name(b)} | {same}/{total} | {diff:.2e} |')
+
+
+def _name(layout: str) -> str:
+    return ' x '.join(str(n) for n in LAYOUTS[layout])
 
 
 if __name__ == '__main__':

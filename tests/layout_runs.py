@@ -25,13 +25,16 @@ class LayoutRuns:
     def __init__(self, root, data_root):
         self.root, self.data_root, self._done = root, data_root, {}
 
-    def get(self, model, layout):
-        """Work dir of ``model`` trained in ``layout`` (a key of :data:`LAYOUTS`)."""
-        key = f'{model}-{layout}'
+    def get(self, model, layout, extra='', tag=''):
+        """Work dir of ``model`` trained in ``layout`` (a key of :data:`LAYOUTS`).
+
+        ``extra`` config lines are added to the run called ``tag``.
+        """
+        key = f'{model}-{layout}{tag}'
         if key not in self._done:
             batch, ranks, micro = LAYOUTS[layout]
             extra = PROBES + (f'train_dataloader = dict(batch_size={batch})\n'
-                              f'optim_wrapper = dict(accumulative_counts={micro})\n')
+                              f'optim_wrapper = dict(accumulative_counts={micro})\n') + extra
             config = write_config(osp.join(self.root, f'cfg-{key}', 'cfg.py'), model,
                                   self.data_root, extra=extra, num_workers=0, max_epochs=2)
             work_dir = osp.join(self.root, key)
