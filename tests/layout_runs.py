@@ -20,10 +20,11 @@ LAYOUTS = {'1x4': (4, 1, 1), '2x2': (2, 2, 1), '4x1': (1, 4, 1), '1x2acc2': (2, 
 
 
 class LayoutRuns:
-    """Runs by (model, layout), trained on first use: 2 epochs of the tiny COCO data."""
+    """Runs by (model, layout), trained on first use on the tiny COCO data (16 images)."""
 
-    def __init__(self, root, data_root):
-        self.root, self.data_root, self._done = root, data_root, {}
+    def __init__(self, root, data_root, max_epochs=2):
+        self.root, self.data_root, self.max_epochs = root, data_root, max_epochs
+        self._done = {}
 
     def get(self, model, layout, extra='', tag=''):
         """Work dir of ``model`` trained in ``layout`` (a key of :data:`LAYOUTS`).
@@ -36,7 +37,8 @@ class LayoutRuns:
             extra = PROBES + (f'train_dataloader = dict(batch_size={batch})\n'
                               f'optim_wrapper = dict(accumulative_counts={micro})\n') + extra
             config = write_config(osp.join(self.root, f'cfg-{key}', 'cfg.py'), model,
-                                  self.data_root, extra=extra, num_workers=0, max_epochs=2)
+                                  self.data_root, extra=extra, num_workers=0,
+                                  max_epochs=self.max_epochs)
             work_dir = osp.join(self.root, key)
             if ranks == 1:
                 run_train(config, work_dir,
