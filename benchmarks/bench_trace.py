@@ -105,7 +105,8 @@ def instrument(hook: Any) -> List[float]:
 
 
 def step(runner: Any, hook: Any, batch: Any, index: int) -> float:
-    """One timed training iteration with ``hook``'s per-iteration callbacks."""
+    """One timed training iteration (the Runner's ``index``-th) with ``hook``'s callbacks."""
+    runner.train_loop._iter = index  # what the tracer and the keyed draws read
     start = time.perf_counter()
     if hook is not None:
         hook.before_train_iter(runner, index, batch)
@@ -145,7 +146,8 @@ def main() -> None:
                     cell[0] = 0.0
             order = random.Random(round_).sample(MODES, len(MODES))
             for mode in order:
-                elapsed = step(runner, hooks[mode], batches[round_ % len(batches)], 0)
+                # Iteration 1 on: untraced at N=1000 (the first iteration always is).
+                elapsed = step(runner, hooks[mode], batches[round_ % len(batches)], round_ + 1)
                 if round_ >= args.warmup:
                     times[mode].append(elapsed)
         for hook in hooks.values():
