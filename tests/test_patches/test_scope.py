@@ -31,11 +31,14 @@ Runner.from_cfg(cfg).train()
 print('MMREPRO_IMPORTED', 'mmrepro' in sys.modules)
 """
 
-#: The demo RetinaNet without the three lines: no custom_imports, no hook.
+#: The demo RetinaNet without the three lines: no custom_imports, no hook. With gradient
+#: accumulation and a warmup in iterations, which mmrepro's step clock would change.
 PLAIN = """_base_ = {base!r}
 custom_imports = dict(_delete_=True, imports=[], allow_failed_imports=False)
 custom_hooks = []
 randomness = dict(_delete_=True, seed=0)
+optim_wrapper = dict(accumulative_counts=2)
+param_scheduler = [dict(type='LinearLR', start_factor=0.25, by_epoch=False, begin=0, end=3)]
 data_root = {root!r}
 train_dataloader = dict(num_workers=0, persistent_workers=False,
                         dataset=dict(data_root=data_root))
