@@ -215,7 +215,7 @@ def test_hash_seed_reexec_fixes_hashing_in_the_process(tmp_path):
                               capture_output=True, text=True).stdout.split()[-1]
 
     assert run('fix') == run('fix')
-    assert len({run('free') for _ in range(3)}) > 1  # randomised without it
+    assert run('free') != run('free')  # randomised without it
 
 
 @pytest.mark.parametrize('threads, exc', [(0, ValueError), ('2', TypeError), (True, TypeError),
