@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from .data.global_stream import step_and_slice
 from .data.rng_state import seed_host_rngs
 from .data.seeds import MODEL, derive_seed
 
@@ -31,12 +32,11 @@ def step_key(seed: int, iteration: int, rank: int, micro: int) -> tuple:
         rank: This process's rank.
         micro: Micro-batches per optimizer step (``accumulative_counts``).
     """
-    step, micro_index = divmod(iteration, micro)
-    return (MODEL, seed, step, rank * micro + micro_index)
+    return (MODEL, seed, *step_and_slice(iteration, rank, micro))
 
 
 def seed_step(key: tuple) -> None:
     """Seed every global RNG a training step may draw from with ``key``."""
     seed_host_rngs(key)
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_initialized():  # False without CUDA, or before CUDA started
         torch.cuda.manual_seed(derive_seed(*key))

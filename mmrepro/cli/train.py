@@ -163,7 +163,12 @@ def reexec_with_hash_seed(seed: Optional[int], argv: List[str]) -> None:
         argv: What follows the interpreter on its command line (``sys.orig_argv[1:]``:
             a script, ``-m module`` or a console script, and the arguments).
     """
-    reexec_with_environment({'PYTHONHASHSEED': str(seed if seed is not None else 0)}, argv)
+    reexec_with_environment(hash_seed_environment(seed), argv)
+
+
+def hash_seed_environment(seed: Optional[int]) -> Dict[str, str]:
+    """``PYTHONHASHSEED`` for the run's seed (0 when a seed will be drawn later)."""
+    return {'PYTHONHASHSEED': str(seed if seed is not None else 0)}
 
 
 def reexec_with_environment(variables: Dict[str, str], argv: List[str]) -> None:
@@ -192,8 +197,7 @@ def main(argv: Optional[List[str]] = None):
         sys.exit(2)
     variables = cpu_isa.environment(cfg.randomness.get('cpu_isa'))
     if args.hash_seed_reexec:
-        seed = cfg.randomness.get('seed')
-        variables['PYTHONHASHSEED'] = str(seed if seed is not None else 0)
+        variables.update(hash_seed_environment(cfg.randomness.get('seed')))
     reexec_with_environment(variables, sys.orig_argv[1:])
     prepare_environment(cfg.randomness)
     from mmengine.registry import RUNNERS

@@ -56,9 +56,17 @@ class Layout:
         """Samples per global batch."""
         return self.batch_size * self.slices
 
-    def slice_of(self, micro_index: int) -> int:
-        """The slice of the global batch that this rank's micro-batch trains on."""
-        return self.rank * self.micro + micro_index
+
+def step_and_slice(iteration: int, rank: int, micro: int) -> Tuple[int, int]:
+    """``(optimizer step, slice of the global batch)`` of a rank's training ``iteration``.
+
+    Args:
+        iteration: The Runner's iteration (a micro-batch under accumulation).
+        rank: This process's rank.
+        micro: Micro-batches per optimizer step (``accumulative_counts``).
+    """
+    step, micro_index = divmod(iteration, micro)
+    return step, rank * micro + micro_index
 
 
 @contextlib.contextmanager

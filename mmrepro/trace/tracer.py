@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from torch import Tensor, nn
 from torch.autograd import Variable
 
+from ..data.global_stream import accumulative_counts, step_and_slice
 from .batching import _Batch, _batch, _DigestCache, _Pending, _pending, _resolve, digest
 from .digests import to_hex
 from .fileformat import ROOT_NAME, SECTIONS, TRACE_FORMAT, TRACE_NAME, TRACE_VERSION
@@ -107,8 +108,8 @@ class Tracer:
         self._data = sample_digests(data_batch)
         if self._world_size > 1:  # every rank traces this iteration: list the global batch
             from mmengine.dist import all_gather_object
-            micro = getattr(runner.optim_wrapper, '_accumulative_counts', 1)
-            place = self._rank * micro + runner.iter % micro
+            micro = accumulative_counts(runner.optim_wrapper)
+            place = step_and_slice(runner.iter, self._rank, micro)[1]
             self._data = global_slots(all_gather_object((place, self._data)))
         for name, module in self._modules if self.forward else ():
             self._handles.append(module.register_forward_hook(partial(self._on_forward, name)))
