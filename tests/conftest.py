@@ -23,7 +23,7 @@ def data_root(tmp_path_factory) -> str:
 
 
 #: Tags of the cached runs that tests resume from: they keep every checkpoint.
-RESUMED_FROM = ('base', 'iterloop', 'hooks', 'bsr')
+RESUMED_FROM = ('base', 'iterloop', 'iterloop-finite', 'hooks', 'bsr')
 
 
 class RunCache:

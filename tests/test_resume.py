@@ -65,6 +65,25 @@ def test_iteration_loop_resume_is_exact(runs, tmp_path, name):
     assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
 
 
+#: The iteration loop over a finite sampler, which MMEngine restarts every 8 iterations.
+FINITE_LOOP = """
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=12, val_interval=100)
+train_dataloader = dict(sampler=dict(_delete_=True, type='DefaultSampler', shuffle=True))
+param_scheduler = [dict(type='MultiStepLR', by_epoch=False, milestones=[8], gamma=0.1)]
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=10))
+log_processor = dict(by_epoch=False)
+"""
+
+
+def test_iteration_loop_with_a_finite_sampler_resumes_exactly(runs, tmp_path):
+    """Resumed after the loop restarted the sampler: MMEngine replays the batches."""
+    base = runs.get('retinanet', 'iterloop-finite', extra=FINITE_LOOP)
+    work_dir, out = _resume(runs, tmp_path, 'retinanet', checkpoint(base, 'iter_10.pth'),
+                            extra=FINITE_LOOP)
+    assert 'Advance dataloader 10 steps' in out and 'Reach the end of the dataloader' in out
+    assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
+
+
 @pytest.mark.parametrize('kill_after', [pytest.param(1, marks=pytest.mark.floor), 2])
 def test_sigkill_then_resume_auto_is_exact(runs, tmp_path, kill_after):
     """Kill -9 once `kill_after` checkpoints exist, then `--resume` in the same work_dir."""
