@@ -76,8 +76,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG, description='Compare two training runs: run records, first diverging '
         'iteration and module, loss curves.',
-        epilog='exit status: 0 nothing differs; 1 something differs; 2 a run record, trace '
-        'or log is missing or corrupted (the file and problem are named)')
+        epilog='exit status: 0 nothing differs; 1 something differs; 2 bad arguments, or a '
+        'run record, trace or log is missing or corrupted (the file and problem are named)')
     parser.add_argument('run_a', help='work dir, log dir, run_record.json or checkpoint')
     parser.add_argument('run_b', help='work dir, log dir, run_record.json or checkpoint')
     parser.add_argument('--plot', metavar='OUT.png', help='write both loss curves here')

@@ -19,6 +19,9 @@ def make_tiny_coco(root: str, num_train: int = 16, num_val: int = 8,
                    seed: int = 0) -> Dict[str, str]:
     """Write the dataset under ``root`` (idempotent: an identical one is kept).
 
+    A directory holding annotations this function did not write is refused, so a real
+    dataset is never overwritten.
+
     Layout: ``root/images/{train,val}_NNN.png`` and
     ``root/annotations/{train,val}.json`` (COCO format, 1-3 filled rectangles per
     image, each with its box and its outline as a polygon ``segmentation``, so
@@ -33,6 +36,9 @@ def make_tiny_coco(root: str, num_train: int = 16, num_val: int = 8,
 
     Returns:
         dict: Paths of ``root``, ``train_ann`` and ``val_ann``.
+
+    Raises:
+        FileExistsError: ``root`` holds annotations not written here.
     """
     paths = dict(root=root, train_ann=osp.join(root, 'annotations', 'train.json'),
                  val_ann=osp.join(root, 'annotations', 'val.json'))
@@ -40,6 +46,10 @@ def make_tiny_coco(root: str, num_train: int = 16, num_val: int = 8,
     params = dict(num_train=num_train, num_val=num_val, seed=seed, version=2)
     if osp.exists(stamp) and _read_json(stamp) == params:
         return paths
+    if not osp.exists(stamp) and any(osp.exists(paths[k]) for k in ('train_ann', 'val_ann')):
+        raise FileExistsError(
+            f'{root} already holds COCO annotations that make_tiny_coco did not write; '
+            'give an empty or new directory (nothing was changed)')
     os.makedirs(osp.join(root, 'images'), exist_ok=True)
     os.makedirs(osp.join(root, 'annotations'), exist_ok=True)
     rng = np.random.RandomState(seed)
