@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import os.path as osp
 import pickle
+import threading
 from typing import Any, Callable, List, Optional, Union
 
 import numpy as np
 import torch
+
+#: ``torch.serialization.safe_globals`` edits one process-wide list and its exit removes
+#: the entries, so two loads in threads would drop each other's allow-list: one at a time.
+_SAFE_GLOBALS_LOCK = threading.Lock()
 
 
 class CheckpointLoadError(ValueError):
@@ -78,7 +83,7 @@ def safe_load(filename: str, map_location: Union[str, Callable, None] = 'cpu',
     try:
         if not has_safe_globals():
             return torch_load_restricted(filename, map_location, mmap)
-        with torch.serialization.safe_globals(allowed_globals()):
+        with _SAFE_GLOBALS_LOCK, torch.serialization.safe_globals(allowed_globals()):
             return torch.load(filename, map_location=map_location, weights_only=True,
                               mmap=mmap)
     except pickle.UnpicklingError as err:
