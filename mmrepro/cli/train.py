@@ -210,7 +210,20 @@ def main(argv: Optional[List[str]] = None):
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
     runner.train()
     _report(runner)
+    _close_process_group()
     return runner
+
+
+def _close_process_group() -> None:
+    """Wait for every rank (rank 0 may still be saving), then close the process group.
+
+    A rank that exits while its peers still hold gloo connections can abort in
+    gloo's threads ("terminate called without an active exception").
+    """
+    import torch.distributed as torch_dist
+    if torch_dist.is_available() and torch_dist.is_initialized():
+        torch_dist.barrier()
+        torch_dist.destroy_process_group()
 
 
 def _report(runner) -> None:
