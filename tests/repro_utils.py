@@ -48,15 +48,22 @@ AUG_PIPELINE = """[
     dict(type='PackDetInputs'),
 ]"""
 
-#: An IterBasedTrainLoop + InfiniteSampler variant of the test configs (24 iterations).
-ITER_LOOP = """
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=24, val_interval=100)
-train_dataloader = dict(sampler=dict(_delete_=True, type='InfiniteSampler', shuffle=True))
-param_scheduler = [dict(type='MultiStepLR', by_epoch=False, milestones=[16], gamma=0.1)]
-default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=8))
+
+def iter_loop(sampler: str, max_iters: int, milestone: int, interval: int) -> str:
+    """An ``IterBasedTrainLoop`` variant of the test configs over ``sampler``, with an lr
+    step at ``milestone`` and a checkpoint every ``interval`` iterations."""
+    return f"""
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters={max_iters}, val_interval=100)
+train_dataloader = dict(sampler=dict(_delete_=True, type='{sampler}', shuffle=True))
+param_scheduler = [dict(type='MultiStepLR', by_epoch=False, milestones=[{milestone}], gamma=0.1)]
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval={interval}))
 log_processor = dict(by_epoch=False)
-custom_hooks = [dict(type='ReproducibilityHook')]
 """
+
+
+#: The iteration loop + InfiniteSampler variant of the test configs (24 iterations).
+ITER_LOOP = (iter_loop('InfiniteSampler', max_iters=24, milestone=16, interval=8)
+             + "custom_hooks = [dict(type='ReproducibilityHook')]\n")
 
 
 def pythonpath(*first: str) -> str:

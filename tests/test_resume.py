@@ -15,6 +15,7 @@ from repro_utils import (
     REPO,
     RUN_CWD,
     checkpoint,
+    iter_loop,
     losses,
     run_train,
     state_digest,
@@ -66,13 +67,7 @@ def test_iteration_loop_resume_is_exact(runs, tmp_path, name):
 
 
 #: The iteration loop over a finite sampler, which MMEngine restarts every 8 iterations.
-FINITE_LOOP = """
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=12, val_interval=100)
-train_dataloader = dict(sampler=dict(_delete_=True, type='DefaultSampler', shuffle=True))
-param_scheduler = [dict(type='MultiStepLR', by_epoch=False, milestones=[8], gamma=0.1)]
-default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=10))
-log_processor = dict(by_epoch=False)
-"""
+FINITE_LOOP = iter_loop('DefaultSampler', max_iters=12, milestone=8, interval=10)
 
 
 def test_iteration_loop_with_a_finite_sampler_resumes_exactly(runs, tmp_path):
