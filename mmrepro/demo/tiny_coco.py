@@ -44,9 +44,10 @@ def make_tiny_coco(root: str, num_train: int = 16, num_val: int = 8,
                  val_ann=osp.join(root, 'annotations', 'val.json'))
     stamp = osp.join(root, 'annotations', 'params.json')
     params = dict(num_train=num_train, num_val=num_val, seed=seed, version=2)
-    if osp.exists(stamp) and _read_json(stamp) == params:
-        return paths
-    if not osp.exists(stamp) and any(osp.exists(paths[k]) for k in ('train_ann', 'val_ann')):
+    if osp.exists(stamp):
+        if _read_json(stamp) == params:
+            return paths
+    elif any(osp.exists(paths[k]) for k in ('train_ann', 'val_ann')):
         raise FileExistsError(
             f'{root} already holds COCO annotations that make_tiny_coco did not write; '
             'give an empty or new directory (nothing was changed)')
