@@ -34,6 +34,9 @@ mmrepro patches"):
 10. Under gradient accumulation with the global stream, ``Runner.build_param_scheduler``
     converts epochs with optimizer steps per epoch and ``ParamSchedulerHook``
     steps iteration-based schedules once per optimizer step -- :mod:`.step_clock`.
+11. ``Runner.scale_lr`` (``auto_scale_lr``, ``--auto-scale-lr``) scales by the global
+    batch, ``batch_size x ranks x accumulative_counts``, instead of ``batch_size x
+    ranks`` -- :mod:`.auto_scale_lr`.
 """
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ def apply_patches() -> None:
     if _APPLIED:
         return
     from . import (
+        auto_scale_lr,
         checkpoint_loader,
         distributed,
         epoch_loop,
@@ -65,4 +69,5 @@ def apply_patches() -> None:
     distributed.apply()
     model_audit.apply()
     step_clock.apply()
+    auto_scale_lr.apply()
     _APPLIED = True
