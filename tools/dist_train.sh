@@ -4,24 +4,50 @@
 # Python: $PYTHON if set, else the first `python` (or `python3`) on PATH; the
 # repository's own test environments are never picked silently. Without GPUs the
 # processes use gloo on the CPU. NNODES, NODE_RANK, PORT and MASTER_ADDR work as in
-# MMDetection.
+# MMDetection. Bad arguments or config: one `error:` line and exit 2, before any
+# process is launched (the config is checked once, by tools/train.py --check-config).
 set -euo pipefail
+fail() {
+  echo "dist_train.sh: error: $*" >&2
+  exit 2
+}
+if [ $# -lt 2 ]; then
+  fail "expected CONFIG NPROC [tools/train.py args], got $# argument(s);" \
+    "e.g. bash tools/dist_train.sh configs/my_config.py 2"
+fi
 CONFIG=$1
 GPUS=$2
 NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 PORT=${PORT:-29500}
 MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHON=${PYTHON:-$(command -v python || command -v python3 || true)}
-if [ -z "$PYTHON" ]; then
-  echo "dist_train.sh: no python on PATH; set PYTHON=/path/to/python" >&2
-  exit 2
+if ! [[ "$GPUS" =~ ^[1-9][0-9]*$ ]]; then
+  fail "NPROC must be a whole number >= 1 (processes per node), got '$GPUS'"
 fi
-devices=$("$PYTHON" -c "import torch; n = torch.cuda.device_count(); \
-print(f'{n} CUDA device(s), NCCL' if n else 'no CUDA device: CPU processes over gloo')")
-echo "dist_train.sh: $GPUS process(es) with $PYTHON (torch $("$PYTHON" -c \
-  'import torch; print(torch.__version__)')); $devices" >&2
+if ! [[ "$NNODES" =~ ^[1-9][0-9]*$ ]]; then
+  fail "NNODES must be a whole number >= 1, got '$NNODES'"
+fi
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ -n "${PYTHON:-}" ]; then
+  chosen="PYTHON=$PYTHON"
+else
+  PYTHON=$(command -v python || command -v python3 || true)
+  chosen="$PYTHON, the first python on PATH"
+fi
+if [ -z "$PYTHON" ]; then
+  fail "no python on PATH; set PYTHON=/path/to/python of an environment with torch"
+fi
+if ! info=$("$PYTHON" -c "import torch; n = torch.cuda.device_count(); \
+print(torch.__version__ + '); ' + (f'{n} CUDA device(s), NCCL' if n else \
+'no CUDA device: CPU processes over gloo'))" 2>&1); then
+  fail "the python used ($chosen) cannot import torch ($(tail -n 1 <<<"$info"));" \
+    "set PYTHON=/path/to/python of an environment with torch and mmdet"
+fi
+# One check of the arguments and config for the whole world, before any process starts.
+PYTHONPATH="$root:${PYTHONPATH:-}" WORLD_SIZE=$((GPUS * NNODES)) \
+  "$PYTHON" "$root/tools/train.py" "$CONFIG" --check-config --launcher pytorch "${@:3}" \
+  >/dev/null || exit $?
+echo "dist_train.sh: $GPUS process(es) with $PYTHON (torch $info" >&2
 PYTHONPATH="$root:${PYTHONPATH:-}" \
 exec "$PYTHON" -m torch.distributed.run \
     --nnodes="$NNODES" \

@@ -35,6 +35,8 @@ from ..patches.scope import HOOK_NAMES
 from ..run_record import RunRecordError, diff_records, find_log_dir, load_run_record
 from ..seeding import validate_randomness
 from ..trace import TRACE_NAME, TraceError, compare_traces, describe_diff, read_trace
+from . import config_args
+from .config_args import ArgumentParser, ConfigError
 
 PROG = 'check_repro'
 #: Serialises the in-process steps (config parsing, the model audit) for callers that
@@ -83,8 +85,8 @@ class Run:
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    """Parse the command line (argparse exits with status 2 on a malformed one)."""
-    parser = argparse.ArgumentParser(
+    """Parse the command line (exits with status 2 and one error: line on a malformed one)."""
+    parser = ArgumentParser(
         prog=PROG, description='Train a config twice for a few iterations and check that '
         'the runs are bit-identical (losses, forward outputs, gradients, weights).',
         epilog='exit status: 0 every comparison bit-identical; 1 a run diverged (the first '
@@ -115,8 +117,6 @@ def validate_args(args: argparse.Namespace) -> None:
     Raises:
         ValueError: With a message saying what is wrong and how to fix it.
     """
-    if not osp.isfile(args.config):
-        raise ValueError(f'config file not found: {args.config!r}')
     if args.iters < 1:
         raise ValueError(f'--iters must be >= 1, got {args.iters}')
     if args.resume_check and args.iters < 2:
@@ -130,39 +130,28 @@ def validate_args(args: argparse.Namespace) -> None:
         raise ValueError(f'--work-dir {args.work_dir!r} is a file')
 
 
-def parse_cfg_options(options: List[str]) -> Dict[str, Any]:
-    """``KEY=VALUE`` strings parsed as MMEngine's ``DictAction`` does.
+def load_config(path: str, options: List[str], world_size: int = 1) -> Any:
+    """The config with the user's ``--cfg-options`` applied, checked for a training run.
+
+    Args:
+        path: The config file.
+        options: ``KEY=VALUE`` strings.
+        world_size: Ranks each run trains on (for ``randomness.global_batch``).
 
     Raises:
-        ValueError: An option is not ``KEY=VALUE``.
+        ConfigError: The config cannot be loaded, has nothing to train, or its
+            ``randomness`` or global batch is invalid.
     """
-    from mmengine.config import DictAction
-    for option in options:
-        if '=' not in option or option.startswith('='):
-            raise ValueError(f'--cfg-options expects KEY=VALUE pairs, got {option!r}')
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument('--o', nargs='+', action=DictAction, default={})
-    return parser.parse_args(['--o', *options] if options else []).o
-
-
-def load_config(path: str, options: List[str]) -> Any:
-    """The config with the user's ``--cfg-options`` applied.
-
-    Raises:
-        ValueError: The config cannot be loaded or has nothing to train.
-    """
-    from mmengine.config import Config
-    try:
-        with IN_PROCESS_LOCK:
-            cfg = Config.fromfile(path)
-    except Exception as err:
-        raise ValueError(f'cannot load config {path!r}: {type(err).__name__}: {err}') from None
-    if options:
-        cfg.merge_from_dict(parse_cfg_options(options))
+    cfg = config_args.load_config(path, options, lock=IN_PROCESS_LOCK)
     for key in ('model', 'train_dataloader', 'optim_wrapper'):
         if not cfg.get(key):
-            raise ValueError(f'config {path!r} has no {key}; check_repro needs a training '
-                             'config')
+            raise ConfigError(f'config {path!r} has no {key}; check_repro needs a training '
+                              'config')
+    try:
+        validate_randomness(cfg.get('randomness'))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(str(err)) from None
+    config_args.check_config_layout(cfg, world_size)
     return cfg
 
 
@@ -349,8 +338,9 @@ def run_check(args: argparse.Namespace, result: Optional[Dict[str, Any]] = None)
             operation -> runs) and ``audit`` (:func:`mmcv_op_audit`'s entries or an
             error string).
     """
-    cfg = load_config(args.config, args.cfg_options)
-    validate_randomness(cfg.get('randomness'))  # before anything is trained
+    # Checked before anything is written or trained.
+    cfg = load_config(args.config, args.cfg_options,
+                      args.nproc if args.launcher == 'pytorch' else 1)
     args.work_dir = args.work_dir or osp.join(
         'work_dirs', 'check_repro', osp.splitext(osp.basename(args.config))[0])
     os.makedirs(args.work_dir, exist_ok=True)
@@ -412,8 +402,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         validate_args(args)
         return run_check(args)
     except (ValueError, TypeError, RuntimeError, RunRecordError, TraceError) as err:
-        print(f'{PROG}: error: {err}', file=sys.stderr)
-        return 2
+        return config_args.report(PROG, err)
 
 
 if __name__ == '__main__':

@@ -10,6 +10,7 @@ import sys
 from typing import List, Optional
 
 from ..demo.tiny_coco import make_tiny_coco
+from .config_args import ArgumentParser, report
 
 PROG = 'make_demo_data'
 
@@ -23,7 +24,7 @@ def _count(text: str) -> int:
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parse the output directory, the image counts and the seed."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=PROG, description='Write the tiny COCO-format demo dataset (coloured boxes '
         'on noise, each with its box and polygon).',
         epilog='exit status: 0 written (or already there); 2 bad arguments, or ROOT holds '
@@ -45,8 +46,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         paths = make_tiny_coco(args.root, args.num_train, args.num_val, args.seed)
     except FileExistsError as exc:
-        print(f'{PROG}: error: {exc}', file=sys.stderr)
-        return 2
+        return report(PROG, exc)
     print(f"demo data ready: {paths['root']}")
     return 0
 

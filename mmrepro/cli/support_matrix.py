@@ -43,6 +43,7 @@ import torch
 
 from ..configs import CONFIG_ROOT
 from . import check_repro
+from .config_args import ArgumentParser, parse_cfg_options, report
 from .epoch_resume import EpochResume, check_epoch_resume
 from .repro_diff import SCALARS, read_scalars
 
@@ -273,11 +274,12 @@ def _mmdet_base(family: str) -> str:
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Command-line arguments of ``tools/support_matrix.py``."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog='support_matrix', description=__doc__.split('\n\n')[0].replace('``', ''),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog='exit status: 0 every family bit-exact; 1 some family is not (named in the '
-        'table); 2 bad arguments')
+        'table); 2 bad arguments or --cfg-options (one error: line, before anything is '
+        'written)')
     parser.add_argument('--families', nargs='+', default=list(FAMILIES), metavar='NAME',
                         help=f'families to check (default: all: {" ".join(FAMILIES)})')
     parser.add_argument('--iters', type=int, default=4,
@@ -320,9 +322,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                              f'got {args.epochs}')
         if args.jobs < 1:
             raise ValueError(f'--jobs must be >= 1, got {args.jobs}')
+        parse_cfg_options(args.cfg_options)
+        for family in args.families:  # every config with the options, before any run
+            try:
+                check_repro.load_config(config_path(family), args.cfg_options)
+            except ValueError as err:
+                raise ValueError(f'family {family}: {err}') from None
     except ValueError as err:
-        print(f'support_matrix: error: {err}', file=sys.stderr)
-        return 2
+        return report('support_matrix', err)
     from ..demo import make_tiny_coco
     make_tiny_coco(args.data_root)
     device = device_name()

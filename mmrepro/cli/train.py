@@ -15,16 +15,28 @@ from typing import Dict, List, Optional
 from .. import cpu_isa
 from ..patches.scope import HOOK_NAMES, is_reproducibility_hook
 from ..seeding import check_seed, prepare_cublas_workspace_config, validate_randomness
+from .config_args import (
+    ArgumentParser,
+    ConfigError,
+    check_config_layout,
+    launcher_world_size,
+    load_config,
+    report,
+)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    """Parse MMDetection's training arguments and mmrepro's seeding flags."""
-    from mmengine.config import DictAction
-    parser = argparse.ArgumentParser(
+    """Parse MMDetection's training arguments and mmrepro's seeding flags.
+
+    ``--cfg-options`` stays a list of ``KEY=VALUE`` strings, parsed by
+    :func:`build_config` (so a malformed one is an ``error:`` line, not a traceback).
+    """
+    parser = ArgumentParser(
         description='Train an MMEngine config reproducibly (mmrepro): MMDetection, '
         'MMSegmentation and other OpenMMLab codebases',
-        epilog='exit status: 0 trained; 2 bad arguments or config (one error: line, '
-        'before anything is built or written); 1 training failed (traceback)')
+        epilog='exit status: 0 trained (with --check-config: arguments and config valid); '
+        '2 bad arguments or config (one error: line, before anything is built or written); '
+        '1 training failed (traceback)')
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the dir to save logs and models')
     parser.add_argument('--amp', action='store_true', default=False,
@@ -36,7 +48,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         help='If specify checkpoint path, resume from it, while if not specify, try to '
         'auto resume from the latest checkpoint in the work directory.')
     parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction,
+        '--cfg-options', nargs='+', action='extend', default=[], metavar='KEY=VALUE',
         help='override some settings in the used config, the key-value pair in xxx=yyy '
         'format will be merged into config file.')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
@@ -53,6 +65,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         'randomness.deterministic)')
     parser.add_argument('--diff-rank-seed', action='store_true', default=None,
                         help='a different seed per rank (overrides randomness.diff_rank_seed)')
+    parser.add_argument('--check-config', action='store_true',
+                        help='only check the arguments and the config (exit 0 if good, 2 '
+                        'with one error: line), building and writing nothing')
     parser.add_argument('--hash-seed-reexec', action='store_true',
                         help='re-execute this process with PYTHONHASHSEED set from the seed '
                         '(0 when the seed is drawn), so str/bytes hashing (set iteration '
@@ -79,14 +94,15 @@ def build_config(args: argparse.Namespace):
     """Load the config and apply the CLI, as MMDetection's ``tools/train.py`` does.
 
     Adds what mmrepro enforces: ``randomness`` validated with CLI overrides, the
-    ``ReproducibilityHook`` in ``custom_hooks`` and ``mmrepro`` in
-    ``custom_imports``.
+    global batch checked against the launcher's world size, the
+    ``ReproducibilityHook`` in ``custom_hooks`` and ``mmrepro`` in ``custom_imports``.
+
+    Raises:
+        ConfigError: A bad argument or config (one line; nothing is written).
+        TypeError, ValueError: ``randomness`` is invalid.
     """
-    from mmengine.config import Config
-    cfg = Config.fromfile(args.config)
+    cfg = load_config(args.config, args.cfg_options)
     cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
 
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
@@ -96,14 +112,7 @@ def build_config(args: argparse.Namespace):
     if args.amp:
         _enable_amp(cfg)
     if args.auto_scale_lr:
-        if 'auto_scale_lr' in cfg and 'enable' in cfg.auto_scale_lr and \
-                'base_batch_size' in cfg.auto_scale_lr:
-            cfg.auto_scale_lr.enable = True
-        else:
-            raise RuntimeError('Can not find "auto_scale_lr" or '
-                               '"auto_scale_lr.enable" or '
-                               '"auto_scale_lr.base_batch_size" in your'
-                               ' configuration file.')
+        _enable_auto_scale_lr(cfg)
     if args.resume == 'auto':
         cfg.resume = True
         cfg.load_from = None
@@ -118,6 +127,7 @@ def build_config(args: argparse.Namespace):
             randomness[key] = value
     validate_randomness(randomness)  # fail before anything is built or written
     cfg.randomness = randomness
+    check_config_layout(cfg, launcher_world_size(args.launcher))
 
     imports = cfg.get('custom_imports') or dict(imports=[], allow_failed_imports=False)
     if 'mmrepro' not in imports.get('imports', []):
@@ -130,15 +140,28 @@ def build_config(args: argparse.Namespace):
     return cfg
 
 
+def _enable_auto_scale_lr(cfg) -> None:
+    scale = cfg.get('auto_scale_lr')
+    base = scale.get('base_batch_size') if hasattr(scale, 'get') else None
+    if isinstance(base, bool) or not isinstance(base, int) or base < 1:
+        raise ConfigError(
+            f'--auto-scale-lr needs auto_scale_lr.base_batch_size in the config (the batch '
+            f'size its learning rate is for), got auto_scale_lr={scale!r}; add e.g. '
+            '`auto_scale_lr = dict(enable=False, base_batch_size=16)` to the config')
+    cfg.auto_scale_lr.enable = True
+
+
 def _enable_amp(cfg) -> None:
     from mmengine.logging import print_log
-    optim_wrapper = cfg.optim_wrapper.type
-    if optim_wrapper == 'AmpOptimWrapper':
+    optim_wrapper = cfg.get('optim_wrapper')
+    kind = optim_wrapper.get('type', 'OptimWrapper') if hasattr(optim_wrapper, 'get') else None
+    if kind == 'AmpOptimWrapper':
         print_log('AMP training is already enabled in your config.', logger='current')
+    elif kind != 'OptimWrapper':
+        raise ConfigError(
+            f'--amp needs optim_wrapper.type OptimWrapper (or AmpOptimWrapper), got '
+            f'optim_wrapper.type={kind!r}; remove --amp, or set optim_wrapper.type')
     else:
-        assert optim_wrapper == 'OptimWrapper', (
-            '`--amp` is only supported when the optimizer wrapper type is '
-            f'`OptimWrapper` but got {optim_wrapper}.')
         cfg.optim_wrapper.type = 'AmpOptimWrapper'
         cfg.optim_wrapper.loss_scale = 'dynamic'
 
@@ -192,9 +215,11 @@ def main(argv: Optional[List[str]] = None):
     args = parse_args(argv)
     try:
         cfg = build_config(args)
-    except (ValueError, TypeError, FileNotFoundError) as err:
-        print(f'{osp.basename(sys.argv[0])}: error: {err}', file=sys.stderr)
-        sys.exit(2)
+    except (ValueError, TypeError) as err:
+        sys.exit(report(osp.basename(sys.argv[0]), err))
+    if args.check_config:
+        print(f'{args.config}: arguments and config are valid')
+        sys.exit(0)
     variables = cpu_isa.environment(cfg.randomness.get('cpu_isa'))
     if args.hash_seed_reexec:
         variables.update(hash_seed_environment(cfg.randomness.get('seed')))
