@@ -28,20 +28,36 @@ class RankProbeHook(Hook):
 class KillRankHook(Hook):
     """Test-only hook: rank ``rank`` kills itself (SIGKILL) after iteration ``at_iter``.
 
-    Once per work dir (a marker file), so the resumed run trains on. Deterministic where
-    a kill from outside raced the run's end.
+    It runs last after the iteration (priority LOWEST), so a checkpoint due at ``at_iter``
+    is on disk first. Once per work dir (a marker file, ``killed-rank{rank}``), so the
+    resumed run trains on. The kill is placed by the run's own progress: a kill from
+    outside, timed by a clock, raced the run's end.
+
+    Args:
+        rank: The rank that dies (0 in a run without a process group).
+        at_iter: Iterations done (global count, resumed ones included) when it dies.
+        group: Kill this process's whole process group at once (the run and its
+            dataloader workers) rather than the process alone. Only where this process
+            leads its group, as a run started in a session of its own does
+            (``subprocess.Popen(..., start_new_session=True)``): anywhere else the group
+            holds the launcher or the test runner, and the hook raises instead.
     """
 
     priority = 'LOWEST'  # after CheckpointHook
 
-    def __init__(self, rank: int = 1, at_iter: int = 8) -> None:
-        self.rank, self.at_iter = rank, at_iter
+    def __init__(self, rank: int = 1, at_iter: int = 8, group: bool = False) -> None:
+        self.rank, self.at_iter, self.group = rank, at_iter, group
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         marker = osp.join(runner.work_dir, f'killed-rank{self.rank}')
         if get_rank() != self.rank or runner.iter + 1 != self.at_iter or osp.exists(marker):
             return
+        if self.group and os.getpgid(0) != os.getpid():
+            raise RuntimeError('KillRankHook(group=True): this process does not lead its '
+                               'process group (start the run with start_new_session=True)')
         open(marker, 'w').close()
+        if self.group:
+            os.killpg(os.getpid(), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -6,7 +6,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -17,6 +16,7 @@ from repro_utils import (
     checkpoint,
     iter_loop,
     losses,
+    pythonpath,
     run_train,
     state_digest,
     train_log,
@@ -79,30 +79,57 @@ def test_iteration_loop_with_a_finite_sampler_resumes_exactly(runs, tmp_path):
     assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
 
 
+#: The hooks of every test config (repro_utils.write_config), then one that SIGKILLs the
+#: run's process group (the run and its dataloader workers) after iteration ``at_iter``.
+KILL_HOOK = """
+custom_imports = dict(imports=['mmrepro', 'rank_probe_hook'], allow_failed_imports=False)
+custom_hooks = [dict(type='ReproducibilityHook'),
+                dict(type='CheckpointHook', by_epoch=False, interval=10, save_last=False),
+                dict(type='KillRankHook', rank=0, at_iter={at_iter}, group=True)]
+"""
+#: kill_after -> (the iteration after which the run kills itself, its checkpoints by then).
+#: The run saves epoch_1.pth after iteration 8, iter_10.pth, epoch_2.pth after 16,
+#: iter_20.pth, epoch_3.pth: each kill lands mid-epoch, some iterations after the last one.
+KILLS = {1: (9, ['epoch_1.pth']), 2: (13, ['epoch_1.pth', 'iter_10.pth'])}
+
+
 @pytest.mark.parametrize('kill_after', [pytest.param(1, marks=pytest.mark.floor), 2])
 def test_sigkill_then_resume_auto_is_exact(runs, tmp_path, kill_after):
-    """Kill -9 once `kill_after` checkpoints exist, then `--resume` in the same work_dir."""
+    """Kill -9 once `kill_after` checkpoints exist, then `--resume` in the same work_dir.
+
+    The run kills itself (KillRankHook, tests/rank_probe_hook.py) at a set iteration after
+    its `kill_after`-th checkpoint: the kill is placed by the run's progress, not a clock.
+    """
     base = runs.get('retinanet', 'base')
-    config = write_config(str(tmp_path / 'cfg.py'), 'retinanet', runs.data_root)
+    at_iter, saved = KILLS[kill_after]
+    config = write_config(str(tmp_path / 'cfg.py'), 'retinanet', runs.data_root,
+                          extra=KILL_HOOK.format(at_iter=at_iter))
     work_dir = str(tmp_path / 'killed')
+    env = {'PYTHONPATH': pythonpath(osp.join(REPO, 'tests'))}  # rank_probe_hook
     cmd = [sys.executable, osp.join(REPO, 'tools', 'train.py'), config, '--work-dir',
            work_dir]
-    proc = subprocess.Popen(cmd, cwd=RUN_CWD, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.time() + 600
-        while time.time() < deadline and proc.poll() is None:
-            saved = [f for f in os.listdir(work_dir) if f.endswith('.pth')] \
-                if osp.isdir(work_dir) else []
-            if len(saved) >= kill_after:
-                time.sleep(1.5 * kill_after)  # land somewhere after the checkpoint
-                break
-            time.sleep(0.2)
-        assert proc.poll() is None, 'the run ended before it could be killed'
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
-    run_train(config, work_dir, '--resume')
+    log_path = tmp_path / 'killed.log'
+    with open(log_path, 'w') as log:
+        # A session of its own: the group the hook kills holds this run and nothing else.
+        proc = subprocess.Popen(cmd, cwd=RUN_CWD, env={**os.environ, **env}, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode = proc.wait(timeout=900)  # only bounds the wait for the kill
+        finally:
+            if proc.poll() is None:  # timed out or interrupted: end what this test started
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert returncode == -signal.SIGKILL, (
+        f'the run was not killed (exit status {returncode}):\n'
+        f'{log_path.read_text()[-5000:]}')
+    assert osp.exists(osp.join(work_dir, 'killed-rank0'))
+    assert sorted(f for f in os.listdir(work_dir) if f.endswith('.pth')) == sorted(saved)
+    latest = checkpoint(work_dir)
+    assert osp.basename(latest) == saved[-1]
+    proc = run_train(config, work_dir, '--resume', env=env)
+    out = proc.stdout + proc.stderr
+    assert f'Auto resumed from the latest checkpoint {latest}.' in out
+    assert 'mmrepro: resumed RNG states and data position' in out
     assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
 
 
