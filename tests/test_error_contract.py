@@ -158,3 +158,12 @@ def test_docs_show_the_lines_the_tools_print(places, tmp_path):
     lines = [_run(case, places, str(tmp_path)).stderr.strip() for case in DOCUMENTED]
     # docs/tools.md names the file with the syntax error as the user typed it: bad.py.
     assert_shows('error-contract', '\n'.join(lines).replace(places['bad'], 'bad.py'))
+
+
+def test_check_config_accepts_a_good_config_and_writes_nothing(places, tmp_path):
+    proc = subprocess.run([sys.executable, *TRAIN, DEMO, '--check-config',
+                           '--work-dir', places['work_dir']], cwd=tmp_path / 'files',
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f'{DEMO}: arguments and config are valid\n'
+    assert not osp.exists(places['work_dir'])

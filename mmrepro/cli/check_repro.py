@@ -33,7 +33,6 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..patches.scope import HOOK_NAMES
 from ..run_record import RunRecordError, diff_records, find_log_dir, load_run_record
-from ..seeding import validate_randomness
 from ..trace import TRACE_NAME, TraceError, compare_traces, describe_diff, read_trace
 from . import config_args
 from .config_args import ArgumentParser, ConfigError
@@ -131,27 +130,18 @@ def validate_args(args: argparse.Namespace) -> None:
 
 
 def load_config(path: str, options: List[str], world_size: int = 1) -> Any:
-    """The config with the user's ``--cfg-options`` applied, checked for a training run.
-
-    Args:
-        path: The config file.
-        options: ``KEY=VALUE`` strings.
-        world_size: Ranks each run trains on (for ``randomness.global_batch``).
+    """The config at ``path`` with the ``--cfg-options`` strings ``options`` applied,
+    checked for a training run on ``world_size`` ranks (``randomness``, global batch).
 
     Raises:
-        ConfigError: The config cannot be loaded, has nothing to train, or its
-            ``randomness`` or global batch is invalid.
+        ConfigError: It cannot be loaded, has nothing to train, or is invalid.
     """
     cfg = config_args.load_config(path, options, lock=IN_PROCESS_LOCK)
     for key in ('model', 'train_dataloader', 'optim_wrapper'):
         if not cfg.get(key):
             raise ConfigError(f'config {path!r} has no {key}; check_repro needs a training '
                               'config')
-    try:
-        validate_randomness(cfg.get('randomness'))
-    except (TypeError, ValueError) as err:
-        raise ConfigError(str(err)) from None
-    config_args.check_config_layout(cfg, world_size)
+    config_args.check_training_config(cfg, world_size)
     return cfg
 
 

@@ -164,18 +164,29 @@ def launcher_world_size(launcher: str) -> Optional[int]:
     return int(value) if value.isdigit() and int(value) > 0 else None
 
 
-def check_config_layout(cfg: Any, world_size: Optional[int]) -> None:
-    """Check ``randomness.global_batch`` against the config's layout on ``world_size`` ranks.
+def check_training_config(cfg: Any, world_size: Optional[int]) -> None:
+    """Check ``randomness``, then its ``global_batch`` against the config's layout.
 
-    The Runner checks it again when it builds the train loader; this check runs before
-    the Runner exists, so a wrong layout fails before any work dir is written. It is
-    skipped where the world size or the per-rank batch size is not known yet.
+    The Runner checks both again when it seeds and builds the train loader; this check
+    runs before the Runner exists, so a bad value fails before any work dir is written.
+    The global batch is not checked where the world size or the per-rank batch size is
+    not known yet.
+
+    Args:
+        cfg: The config, ``--cfg-options`` and CLI overrides applied.
+        world_size: Ranks the run will train on (None: unknown).
 
     Raises:
-        ConfigError: The layout trains another number of samples per optimizer step
+        ConfigError: :func:`mmrepro.seeding.validate_randomness`'s message, or the
+            layout trains another number of samples per optimizer step
             (:func:`mmrepro.data.global_stream.check_global_batch`'s message).
     """
     from ..data.global_stream import Layout, accumulative_counts, check_global_batch
+    from ..seeding import validate_randomness
+    try:
+        validate_randomness(cfg.get('randomness'))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(str(err)) from None
     expected = (cfg.get('randomness') or {}).get('global_batch')
     loader = cfg.get('train_dataloader') or {}
     batch_size = loader.get('batch_size') if hasattr(loader, 'get') else None

@@ -14,11 +14,11 @@ from typing import Dict, List, Optional
 
 from .. import cpu_isa
 from ..patches.scope import HOOK_NAMES, is_reproducibility_hook
-from ..seeding import check_seed, prepare_cublas_workspace_config, validate_randomness
+from ..seeding import check_seed, prepare_cublas_workspace_config
 from .config_args import (
     ArgumentParser,
     ConfigError,
-    check_config_layout,
+    check_training_config,
     launcher_world_size,
     load_config,
     report,
@@ -99,7 +99,6 @@ def build_config(args: argparse.Namespace):
 
     Raises:
         ConfigError: A bad argument or config (one line; nothing is written).
-        TypeError, ValueError: ``randomness`` is invalid.
     """
     cfg = load_config(args.config, args.cfg_options)
     cfg.launcher = args.launcher
@@ -125,9 +124,8 @@ def build_config(args: argparse.Namespace):
         value = getattr(args, key)
         if value is not None:
             randomness[key] = value
-    validate_randomness(randomness)  # fail before anything is built or written
     cfg.randomness = randomness
-    check_config_layout(cfg, launcher_world_size(args.launcher))
+    check_training_config(cfg, launcher_world_size(args.launcher))  # before anything is built
 
     imports = cfg.get('custom_imports') or dict(imports=[], allow_failed_imports=False)
     if 'mmrepro' not in imports.get('imports', []):
