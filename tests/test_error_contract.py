@@ -18,7 +18,7 @@ from repro_utils import CONFIGS, REPO, pythonpath
 
 DEMO = CONFIGS['retinanet']  # batch_size 2, no accumulation
 NO_KEY_VALUE = ("--cfg-options expects KEY=VALUE pairs, got 'randomness.seed' (no value): "
-                'write it as randomness.seed=VALUE, e.g. --cfg-options randomness.seed=0')
+                'write it as randomness.seed=VALUE')
 SYNTAX = ("config '{bad}' is not valid Python: '(' was never closed ({bad}, line 2: "
           "'b = ('); fix the file (python -m py_compile {bad} shows the line)")
 SYNTAX_IN_BASE = ("config '{child}' is not valid Python: '(' was never closed ({bad}, line 2: "
@@ -50,8 +50,7 @@ CASES = {
                                 'train.py: error: ' + NO_KEY_VALUE),
     'train-key-without-name': (TRAIN, [*W, DEMO, '--cfg-options', '=3'],
                                "train.py: error: --cfg-options expects KEY=VALUE pairs, got "
-                               "'=3' (no key): write it as KEY=VALUE, e.g. --cfg-options "
-                               'randomness.seed=0'),
+                               "'=3' (no key): write it as KEY=VALUE, e.g. randomness.seed=0"),
     'train-unparsable-value': (TRAIN, [*W, DEMO, '--cfg-options', 'randomness.seed=[1,2'],
                                "train.py: error: --cfg-options randomness.seed: cannot parse "
                                "the value '[1,2' (Imbalanced brackets exist in [1,2); expected "

@@ -59,11 +59,9 @@ def parse_cfg_options(options: Sequence[str]) -> Dict[str, Any]:
     for option in options:
         key, sep, value = option.partition('=')
         if not sep or not key:
-            missing = 'no value' if not sep else 'no key'
-            example = f'{key or "KEY"}=VALUE'
-            raise ConfigError(f'--cfg-options expects KEY=VALUE pairs, got {option!r} '
-                              f'({missing}): write it as {example}, e.g. '
-                              '--cfg-options randomness.seed=0')
+            fix = (f'no value): write it as {key}=VALUE' if key else
+                   'no key): write it as KEY=VALUE, e.g. randomness.seed=0')
+            raise ConfigError(f'--cfg-options expects KEY=VALUE pairs, got {option!r} ({fix}')
         try:
             parsed[key] = DictAction._parse_iterable(value)
         except Exception as err:  # MMEngine asserts on unbalanced brackets
