@@ -1,6 +1,8 @@
 """Launch training on CPU ranks (gloo) through tools/dist_train.sh (torchrun)."""
+import contextlib
 import os
 import os.path as osp
+import signal
 import socket
 import subprocess
 import sys
@@ -39,3 +41,35 @@ def dist_train(config, work_dir, *args, nproc=2):
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-5000:]
     return proc.stdout + proc.stderr
+
+
+def restart_cmd(config, work_dir, *args, nproc=2, restarts=1):
+    """torchrun with ``--max-restarts restarts`` around tools/train.py, as users launch it."""
+    return [sys.executable, '-m', 'torch.distributed.run', f'--nproc_per_node={nproc}',
+            f'--max-restarts={restarts}', '--master_addr=127.0.0.1', f'--master_port={_port()}',
+            osp.join(REPO, 'tools', 'train.py'), config, '--launcher', 'pytorch',
+            '--work-dir', work_dir, *args]
+
+
+def run_bounded(cmd, env, timeout, log):
+    """Run ``cmd`` in a session of its own, output to the file ``log``; return its exit code.
+
+    On timeout the process group it leads (the launcher, its ranks and their workers, and
+    nothing else) is killed and the test fails; so are its leftovers when it ends.
+    """
+    with open(log, 'w') as out:
+        proc = subprocess.Popen(cmd, cwd=RUN_CWD, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if code is None:
+        with open(log) as f:
+            raise AssertionError(f'not done within {timeout} s: {" ".join(cmd)}\n'
+                                 f'{f.read()[-6000:]}')
+    return code

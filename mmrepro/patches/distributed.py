@@ -1,7 +1,19 @@
-"""Multi-process training on CPU (gloo) and DDP settings that are fixed and recorded."""
+"""Multi-process training on CPU (gloo), torchrun restarts, and fixed, recorded DDP settings.
+
+torchrun's static rendezvous keeps the agent's TCPStore across worker restarts and, with
+``TORCHELASTIC_USE_AGENT_STORE=True``, torch 2.13 gives the workers' process group no
+per-attempt key prefix: restarted ranks can read the dead group's addresses and hang in
+``init_process_group`` or fail with "Connection refused". For a Runner that enables
+mmrepro, the process group of such a launch gets a client of the agent's store under
+``/worker/attempt_{TORCHELASTIC_RESTART_COUNT}`` (torch 2.1's own prefix).
+"""
 from __future__ import annotations
 
+import contextvars
+import functools
 import logging
+import os
+import subprocess
 from typing import Any, Dict, Optional
 
 import torch
@@ -10,7 +22,8 @@ from mmengine.dist import utils as dist_utils
 from mmengine.logging import print_log
 from mmengine.runner import Runner
 
-from .scope import enabled
+from .runner_init import requested_config
+from .scope import enabled, enabled_by_config
 
 #: Runner attribute holding the DDP settings used (for the run record).
 DDP_ATTR = '_mmrepro_ddp'
@@ -19,22 +32,97 @@ DDP_DEFAULTS: Dict[str, Any] = dict(type='MMDistributedDataParallel', broadcast_
                                     find_unused_parameters=False, bucket_cap_mb=25)
 
 _original_init_dist_pytorch = dist_utils._init_dist_pytorch
+_original_init_dist_slurm = dist_utils._init_dist_slurm
+_original_setup_env = Runner.setup_env
 _original_wrap_model = Runner.wrap_model
+
+#: True while an enabled Runner initialises its distributed environment.
+_RUNNER_SETUP = contextvars.ContextVar('mmrepro_runner_setup', default=False)
 
 
 def _init_dist_pytorch(backend: str, init_backend: str = 'torch', **kwargs: Any) -> None:
     """MMEngine's ``_init_dist_pytorch``, also on machines without an accelerator.
 
     MMEngine calls ``torch.cuda.set_device`` unconditionally, which fails on CPU. Without
-    CUDA this initialises the process group directly, with gloo in place of NCCL.
+    CUDA this initialises the process group directly, with gloo in place of NCCL. While
+    an enabled Runner sets up (:func:`setup_env`), a torchrun launch with the agent store
+    gets :func:`attempt_store_kwargs`.
     """
+    if init_backend == 'torch' and not _other_accelerator() and _RUNNER_SETUP.get():
+        kwargs = {**kwargs, **attempt_store_kwargs(kwargs.get('timeout'))}
     if torch.cuda.is_available() or init_backend != 'torch' or _other_accelerator():
         return _original_init_dist_pytorch(backend, init_backend=init_backend, **kwargs)
-    if backend == 'nccl':
-        print_log('mmrepro: no CUDA device, using the gloo backend instead of nccl.',
-                  logger='current', level=logging.WARNING)
-        backend = 'gloo'
-    torch_dist.init_process_group(backend=backend, **kwargs)
+    torch_dist.init_process_group(backend=_cpu_backend(backend), **kwargs)
+
+
+def attempt_store_kwargs(timeout: Any = None) -> Dict[str, Any]:
+    """``store``, ``rank`` and ``world_size`` for ``init_process_group`` under torchrun's
+    agent store: a client of that store, prefixed by the restart count.
+
+    Empty where the launch is not torchrun with ``TORCHELASTIC_USE_AGENT_STORE=True``
+    (its rendezvous is then torch's own, unchanged).
+
+    Args:
+        timeout: The process group's timeout (``datetime.timedelta``); None for torch's
+            default.
+    """
+    if os.environ.get('TORCHELASTIC_USE_AGENT_STORE') != str(True):
+        return {}
+    from torch.distributed.constants import default_pg_timeout
+    store = torch_dist.TCPStore(os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']),
+                                is_master=False, timeout=timeout or default_pg_timeout)
+    attempt = os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')
+    return dict(store=torch_dist.PrefixStore(f'/worker/attempt_{attempt}', store),
+                rank=int(os.environ['RANK']), world_size=int(os.environ['WORLD_SIZE']))
+
+
+def _init_dist_slurm(backend: str, port: Optional[int] = None, init_backend: str = 'torch',
+                     **kwargs: Any) -> None:
+    """MMEngine's ``_init_dist_slurm``, also on machines without an accelerator.
+
+    MMEngine calls ``torch.cuda.set_device`` unconditionally, which fails on CPU.
+    Without CUDA this sets the same environment as MMEngine (the first host of
+    ``SLURM_NODELIST`` from ``scontrol`` unless ``MASTER_ADDR`` is set, ``MASTER_PORT``
+    from ``port``, the environment or 29500, ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``)
+    and initialises the process group with gloo in place of NCCL.
+    """
+    if torch.cuda.is_available() or init_backend != 'torch' or _other_accelerator():
+        return _original_init_dist_slurm(backend, port=port, init_backend=init_backend,
+                                         **kwargs)
+    if port is not None:
+        os.environ['MASTER_PORT'] = str(port)
+    os.environ.setdefault('MASTER_PORT', '29500')
+    if 'MASTER_ADDR' not in os.environ:
+        nodes = os.environ['SLURM_NODELIST']
+        os.environ['MASTER_ADDR'] = subprocess.getoutput(
+            f'scontrol show hostname {nodes} | head -n1')
+    os.environ['WORLD_SIZE'] = os.environ['SLURM_NTASKS']
+    os.environ['RANK'] = os.environ['SLURM_PROCID']
+    os.environ['LOCAL_RANK'] = os.environ.get('SLURM_LOCALID', '0')
+    torch_dist.init_process_group(backend=_cpu_backend(backend), **kwargs)
+
+
+def _cpu_backend(backend: str) -> str:
+    if backend != 'nccl':
+        return backend
+    print_log('mmrepro: no CUDA device, using the gloo backend instead of nccl.',
+              logger='current', level=logging.WARNING)
+    return 'gloo'
+
+
+@functools.wraps(_original_setup_env)
+def setup_env(self: Runner, env_cfg: Dict) -> None:
+    """``Runner.setup_env``, marking the process-group set-up as an enabled Runner's.
+
+    For a Runner that does not enable mmrepro it is MMEngine's, unchanged.
+    """
+    if not enabled_by_config(requested_config(self)):
+        return _original_setup_env(self, env_cfg)
+    token = _RUNNER_SETUP.set(True)
+    try:
+        return _original_setup_env(self, env_cfg)
+    finally:
+        _RUNNER_SETUP.reset(token)
 
 
 def _other_accelerator() -> bool:
@@ -62,6 +150,8 @@ def wrap_model(self: Runner, model_wrapper_cfg: Optional[Dict], model: Any) -> A
 
 
 def apply() -> None:
-    """Install both patches."""
+    """Install the patches of this module."""
     dist_utils._init_dist_pytorch = _init_dist_pytorch
+    dist_utils._init_dist_slurm = _init_dist_slurm
+    Runner.setup_env = setup_env
     Runner.wrap_model = wrap_model
