@@ -48,6 +48,9 @@ RECORD_VERSION = 1
 LOCATION_KEYS = ('work_dir', 'launcher', 'resume', 'load_from')
 #: Record keys that name places or times, not settings; :func:`diff_records` skips them.
 IGNORED_KEYS = ('timestamp', 'work_dir', 'argv', 'config.work_dir')
+#: Record sections that are evidence, not settings (the weights digests): compared by
+#: ``repro_diff`` on their own, skipped by :func:`diff_records`.
+EVIDENCE_SECTIONS = ('weights',)
 #: Keys every record has (:func:`load_run_record` checks them).
 REQUIRED_KEYS = ('seed', 'world_size', 'versions', 'config_sha256')
 #: Stands for a key one of two records lacks (:func:`diff_records`).
@@ -316,7 +319,7 @@ def diff_records(a: Dict[str, Any], b: Dict[str, Any]) -> List[Tuple[str, Any, A
 
     Nested sections are compared key by key (``versions.torch``,
     ``config.optim_wrapper.optimizer.lr``, ``data.ann_files.annotations/train.json``);
-    :data:`IGNORED_KEYS` are skipped.
+    :data:`IGNORED_KEYS` and :data:`EVIDENCE_SECTIONS` are skipped.
 
     Returns:
         list: ``(dotted key, value in a, value in b)``, in ``a``'s key order then
@@ -326,7 +329,7 @@ def diff_records(a: Dict[str, Any], b: Dict[str, Any]) -> List[Tuple[str, Any, A
     keys = list(flat_a) + [k for k in flat_b if k not in flat_a]
     out = []
     for key in keys:
-        if key in IGNORED_KEYS:
+        if key in IGNORED_KEYS or key.split('.', 1)[0] in EVIDENCE_SECTIONS:
             continue
         value_a, value_b = flat_a.get(key, MISSING), flat_b.get(key, MISSING)
         if json.dumps(value_a, default=str) != json.dumps(value_b, default=str):

@@ -16,6 +16,7 @@ from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..data_fingerprint import check_mode
 from ..patches.epoch_loop import OFFSET_ATTR
 from ..patches.runner_randomness import SETTINGS_ATTR, log_pending
+from ..record.weights import RECORD_KEY, WeightsLedger
 from ..resume_state import NOT_RESTORED, build_section, check_section
 from ..run_record import collect_run_record, write_run_record
 from ..seeding import get_rank, get_world_size
@@ -86,6 +87,7 @@ class ReproducibilityHook(Hook):
         self._resumed: Optional[Dict[str, Any]] = None
         self._micro: Optional[int] = None  # micro-batches per step; 0: draws not keyed
         self._seed: Optional[int] = None
+        self._weights = WeightsLedger()
 
     # ------------------------------------------------------------ run record
     def before_run(self, runner) -> None:
@@ -98,6 +100,20 @@ class ReproducibilityHook(Hook):
         if self.trace_interval:
             from ..trace import Tracer
             self._tracer = Tracer(runner, self.trace_interval, forward=self.trace_forward)
+
+    def after_train(self, runner) -> None:
+        """Log the digest of the weights training ended with; add it to the record."""
+        if self._record is None:
+            return
+        final = self._weights.final(runner)
+        self._write_record(runner)
+        runner.logger.info(f"mmrepro: weights sha256 after iteration {final['iter']}: "
+                           f"{final['sha256']} ({final['covers']}; compare with "
+                           'mmrepro-digest CHECKPOINT)')
+
+    def _write_record(self, runner) -> None:
+        """The run record, with the weights digests so far, into the log dir."""
+        write_run_record(runner, {**self._record, RECORD_KEY: self._weights.section()})
 
     def after_run(self, runner) -> None:
         """Close the trace."""
@@ -154,6 +170,8 @@ class ReproducibilityHook(Hook):
         loop = 'iter' if isinstance(runner.train_loop, IterBasedTrainLoop) else 'epoch'
         if self._record is not None:
             checkpoint['meta']['run_record'] = json.loads(json.dumps(self._record, default=str))
+            self._weights.saving(checkpoint)
+            self._write_record(runner)
         checkpoint['mmrepro'] = build_section(
             settings['seed'], settings, world_size, self._batch_size(runner), loop,
             self._position, rng, preprocessor_state.capture(runner.model))

@@ -4,58 +4,14 @@ from __future__ import annotations
 import glob
 import hashlib
 import os.path as osp
-import uuid
 
 import torch
 from mmengine.config import Config
-from mmengine.model import BaseModel
 from mmengine.runner import Runner
-from torch import nn
+from support.toy_runner import runner_kwargs
 
 import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
 from mmrepro.checkpoint_io import safe_load
-
-
-class _NoisyData:
-    """32 fixed inputs; each fetch adds noise from the global torch RNG (augmentation)."""
-
-    def __init__(self) -> None:
-        self.x = torch.linspace(-1, 1, 32 * 4).reshape(32, 4)
-
-    def __len__(self) -> int:
-        return 32
-
-    def __getitem__(self, index: int) -> dict:
-        return dict(inputs=self.x[index] + 0.1 * torch.randn(4))
-
-
-class _Regressor(BaseModel):
-    """A linear layer with dropout: the model draws from the global torch RNG too."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(4, 1)
-        self.drop = nn.Dropout(0.3)
-
-    def forward(self, inputs, data_samples=None, mode='tensor'):
-        out = self.fc(self.drop(inputs))
-        if mode == 'loss':
-            return dict(loss=((out - inputs.sum(1, keepdim=True)) ** 2).mean())
-        return out
-
-
-def _kwargs(work_dir, hooks, **extra) -> dict:
-    return dict(
-        model=_Regressor(), work_dir=str(work_dir),
-        train_dataloader=dict(dataset=_NoisyData(), batch_size=4, num_workers=0,
-                              sampler=dict(type='DefaultSampler', shuffle=True),
-                              collate_fn=dict(type='default_collate')),
-        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.05, momentum=0.9)),
-        train_cfg=dict(by_epoch=True, max_epochs=3),
-        default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1),
-                           logger=dict(type='LoggerHook', interval=100)),
-        custom_hooks=hooks, randomness=dict(seed=3, deterministic=True),
-        default_scope='mmengine', experiment_name=uuid.uuid4().hex, **extra)
 
 
 def _digest(path: str) -> str:
@@ -72,25 +28,25 @@ def _mid_epoch_hook() -> dict:
 
 def test_keyword_runner_with_the_hook_is_enabled_and_resumes_exactly(tmp_path):
     hooks = [dict(type='ReproducibilityHook'), _mid_epoch_hook()]
-    Runner(**_kwargs(tmp_path / 'full', hooks)).train()
+    Runner(**runner_kwargs(tmp_path / 'full', hooks)).train()
     full = _digest(str(tmp_path / 'full' / 'epoch_3.pth'))
     iter_10 = safe_load(str(tmp_path / 'full' / 'iter_10.pth'))
     assert iter_10['mmrepro']['position'] == dict(epoch=1, batches=2)  # 8 per epoch
     assert len(iter_10['mmrepro']['rng']) == 1  # one rank's RNG states
-    Runner(**_kwargs(tmp_path / 'resumed', hooks, resume=True,
+    Runner(**runner_kwargs(tmp_path / 'resumed', hooks, resume=True,
                      load_from=str(tmp_path / 'full' / 'iter_10.pth'))).train()
     assert _digest(str(tmp_path / 'resumed' / 'epoch_3.pth')) == full
 
 
 def test_keyword_runner_without_the_hook_stays_plain_mmengine(tmp_path):
-    runner = Runner(**_kwargs(tmp_path, []))
+    runner = Runner(**runner_kwargs(tmp_path, []))
     assert not hasattr(runner, '_mmrepro_settings')
     runner.train()
     assert 'mmrepro' not in torch.load(str(tmp_path / 'epoch_1.pth'), weights_only=False)
 
 
 def test_import_line_alone_adds_the_hook_and_says_so(tmp_path):
-    kwargs = _kwargs(tmp_path, None)
+    kwargs = runner_kwargs(tmp_path, None)
     cfg = Config(dict(custom_imports=dict(imports=['mmrepro'], allow_failed_imports=False),
                       randomness=kwargs['randomness'], custom_hooks=None))
     runner = Runner(model=kwargs['model'], cfg=cfg,

@@ -1,0 +1,1 @@
+"""What a run leaves behind to be compared: weights digests (:mod:`.weights`)."""

@@ -1,0 +1,57 @@
+"""A Runner that trains in a second: a linear regressor on noisy inputs.
+
+Both the data (noise added at each fetch) and the model (dropout) draw from the global
+torch RNG, so a run is reproducible only when every RNG is handled.
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any, Dict, List
+
+import torch
+from mmengine.model import BaseModel
+from torch import nn
+
+
+class NoisyData:
+    """32 fixed inputs; each fetch adds noise from the global torch RNG (augmentation)."""
+
+    def __init__(self) -> None:
+        self.x = torch.linspace(-1, 1, 32 * 4).reshape(32, 4)
+
+    def __len__(self) -> int:
+        return 32
+
+    def __getitem__(self, index: int) -> dict:
+        return dict(inputs=self.x[index] + 0.1 * torch.randn(4))
+
+
+class Regressor(BaseModel):
+    """A linear layer with dropout: the model draws from the global torch RNG too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+        self.drop = nn.Dropout(0.3)
+
+    def forward(self, inputs, data_samples=None, mode='tensor'):
+        out = self.fc(self.drop(inputs))
+        if mode == 'loss':
+            return dict(loss=((out - inputs.sum(1, keepdim=True)) ** 2).mean())
+        return out
+
+
+def runner_kwargs(work_dir: Any, hooks: List[dict], **extra: Any) -> Dict[str, Any]:
+    """Keyword arguments of a toy Runner: 3 epochs of 8 iterations, seed 3,
+    deterministic, a checkpoint every epoch, ``hooks`` as its custom hooks."""
+    return dict(
+        model=Regressor(), work_dir=str(work_dir),
+        train_dataloader=dict(dataset=NoisyData(), batch_size=4, num_workers=0,
+                              sampler=dict(type='DefaultSampler', shuffle=True),
+                              collate_fn=dict(type='default_collate')),
+        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.05, momentum=0.9)),
+        train_cfg=dict(by_epoch=True, max_epochs=3),
+        default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1),
+                           logger=dict(type='LoggerHook', interval=100)),
+        custom_hooks=hooks, randomness=dict(seed=3, deterministic=True),
+        default_scope='mmengine', experiment_name=uuid.uuid4().hex, **extra)
