@@ -37,6 +37,9 @@ mmrepro patches"):
 11. ``Runner.scale_lr`` (``auto_scale_lr``, ``--auto-scale-lr``) scales by the global
     batch, ``batch_size x ranks x accumulative_counts``, instead of ``batch_size x
     ranks`` -- :mod:`.auto_scale_lr`.
+12. ``Runner.save_checkpoint`` and ``CheckpointHook`` save atomically: a local checkpoint
+    goes to a temporary file in its directory, is fsynced and renamed onto its name,
+    and ``last_checkpoint`` is written the same way after it -- :mod:`.atomic_save`.
 """
 from __future__ import annotations
 
@@ -49,6 +52,7 @@ def apply_patches() -> None:
     if _APPLIED:
         return
     from . import (
+        atomic_save,
         auto_scale_lr,
         checkpoint_loader,
         distributed,
@@ -70,4 +74,5 @@ def apply_patches() -> None:
     model_audit.apply()
     step_clock.apply()
     auto_scale_lr.apply()
+    atomic_save.apply()
     _APPLIED = True
