@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-from repro_utils import REPO, RUN_CWD, pythonpath
+from repro_utils import REPO, RUN_CWD, pythonpath, write_config
 
 
 def _port() -> int:
@@ -73,3 +73,19 @@ def run_bounded(cmd, env, timeout, log):
             raise AssertionError(f'not done within {timeout} s: {" ".join(cmd)}\n'
                                  f'{f.read()[-6000:]}')
     return code
+
+
+# 2 ranks x batch 2 -> 4 iterations per epoch, 2 epochs; checkpoints at iterations 3, 4
+# (epoch 1), 6 and 8 (epoch 2).
+RESTART = """
+custom_imports = dict(imports=['mmrepro', 'rank_probe_hook', 'restart_plugin'],
+                      allow_failed_imports=False)
+custom_hooks = [dict(type='ReproducibilityHook'), dict(type='RankProbeHook'),
+                dict(type='CheckpointHook', by_epoch=False, interval=3, save_last=False)]
+"""
+
+
+def restart_config(root, data_root, tag, extra=''):
+    """The config of the restart tests (:data:`RESTART`, then ``extra``) in ``root``."""
+    return write_config(osp.join(root, f'cfg-{tag}', 'cfg.py'), 'retinanet', data_root,
+                        extra=RESTART + extra, num_workers=1, max_epochs=2)

@@ -63,7 +63,6 @@ def test_saves_outside_an_enabled_runner_are_mmengines(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.floor
 def test_kill_during_a_save_then_resume_is_exact(data_root, tmp_path):
     root = str(tmp_path)
     base_cfg = write_config(osp.join(root, 'cfg-base', 'cfg.py'), 'retinanet', data_root,

@@ -15,21 +15,13 @@ import sys
 import time
 
 import pytest
-from dist_utils import _port, dist_env, restart_cmd, run_bounded
-from repro_utils import REPO, RUN_CWD, checkpoint, state_digest, write_config
+from dist_utils import _port, dist_env, restart_cmd, restart_config, run_bounded
+from repro_utils import REPO, RUN_CWD, checkpoint, state_digest
 
 pytestmark = pytest.mark.slow
 
 #: Seconds a whole restarted launch may take (an uninterrupted one takes about 1 minute).
 LIMIT = 600
-# 2 ranks x batch 2 -> 4 iterations per epoch, 2 epochs; checkpoints at iterations 3, 4
-# (epoch 1), 6 and 8 (epoch 2).
-RESTART = """
-custom_imports = dict(imports=['mmrepro', 'rank_probe_hook', 'restart_plugin'],
-                      allow_failed_imports=False)
-custom_hooks = [dict(type='ReproducibilityHook'), dict(type='RankProbeHook'),
-                dict(type='CheckpointHook', by_epoch=False, interval=3, save_last=False)]
-"""
 #: Rank 0 dies after iteration 5 (resumes from epoch_1), then rank 1 after 7 (iter_6).
 EACH_RANK = """custom_hooks = custom_hooks + [
     dict(type='AttemptKillHook', rank=0, at_iter=5, attempt=0),
@@ -38,11 +30,6 @@ EACH_RANK = """custom_hooks = custom_hooks + [
 #: Rank 0 dies while writing iter_6.pth (64 KiB in): the restart resumes from epoch_1.
 IN_SAVE = ("custom_hooks = custom_hooks + "
            "[dict(type='SaveKillHook', rank=0, at_iter=6, attempt=0)]\n")
-
-
-def _config(root, data_root, tag, extra=''):
-    return write_config(osp.join(root, f'cfg-{tag}', 'cfg.py'), 'retinanet', data_root,
-                        extra=RESTART + extra, num_workers=1, max_epochs=2)
 
 
 def _final(work_dir):
@@ -60,7 +47,7 @@ def restart_root(tmp_path_factory):
 def uninterrupted(restart_root, data_root):
     """The 2-rank run nothing interrupts, launched as the restarted ones are."""
     work_dir = osp.join(restart_root, 'base')
-    cmd = restart_cmd(_config(restart_root, data_root, 'base'), work_dir, '--resume')
+    cmd = restart_cmd(restart_config(restart_root, data_root, 'base'), work_dir, '--resume')
     assert run_bounded(cmd, dist_env(), LIMIT, work_dir + '.log') == 0, _tail(work_dir)
     return _final(work_dir)
 
@@ -72,7 +59,7 @@ def _tail(work_dir):
 
 def _restarted(root, data_root, tag, extra, restarts):
     work_dir = osp.join(root, tag)
-    cmd = restart_cmd(_config(root, data_root, tag, extra), work_dir, '--resume',
+    cmd = restart_cmd(restart_config(root, data_root, tag, extra), work_dir, '--resume',
                       restarts=restarts)
     assert run_bounded(cmd, dist_env(), LIMIT, work_dir + '.log') == 0, _tail(work_dir)
     return work_dir
@@ -85,6 +72,7 @@ def test_torchrun_restarts_after_each_rank_is_killed(restart_root, data_root, un
     assert _final(work_dir) == uninterrupted
 
 
+@pytest.mark.floor
 def test_torchrun_restart_after_a_kill_during_a_save(restart_root, data_root, uninterrupted):
     work_dir = _restarted(restart_root, data_root, 'in-save', IN_SAVE, restarts=1)
     with open(osp.join(work_dir, 'killed-attempt0-rank0-save6')) as f:
@@ -143,7 +131,7 @@ def test_requeued_slurm_job_resumes_from_the_last_complete_checkpoint(
     bin_dir.mkdir()
     (bin_dir / 'scontrol').write_text(FAKE_SCONTROL)
     (bin_dir / 'scontrol').chmod(0o755)
-    config = _config(restart_root, data_root, 'slurm', SLURM_KILL)
+    config = restart_config(restart_root, data_root, 'slurm', SLURM_KILL)
     work_dir = osp.join(restart_root, 'slurm')
     task0, task1 = _slurm_tasks(bin_dir, config, work_dir, restart_count=0)
     deadline = time.monotonic() + LIMIT

@@ -48,7 +48,8 @@ def _init_dist_pytorch(backend: str, init_backend: str = 'torch', **kwargs: Any)
     an enabled Runner sets up (:func:`setup_env`), a torchrun launch with the agent store
     gets :func:`attempt_store_kwargs`.
     """
-    if init_backend == 'torch' and not _other_accelerator() and _RUNNER_SETUP.get():
+    if (init_backend == 'torch' and not _other_accelerator() and _RUNNER_SETUP.get()
+            and not {'init_method', 'store'} & set(kwargs)):
         kwargs = {**kwargs, **attempt_store_kwargs(kwargs.get('timeout'))}
     if torch.cuda.is_available() or init_backend != 'torch' or _other_accelerator():
         return _original_init_dist_pytorch(backend, init_backend=init_backend, **kwargs)
