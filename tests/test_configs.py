@@ -1,10 +1,13 @@
 """The bundled configs parse, inherit mmdet's, and carry the reproducibility keys."""
 import glob
+import os
 import os.path as osp
+import subprocess
+import sys
 
 import pytest
 from mmengine.config import Config
-from repro_utils import REPO
+from repro_utils import REPO, pythonpath
 
 CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', '*.py')))
 EXPECTED = {
@@ -35,3 +38,31 @@ def test_config_is_reproducible_and_inherits_mmdet(path):
     assert cfg.custom_imports == dict(imports=['mmrepro'], allow_failed_imports=False)
     assert cfg.randomness == dict(seed=0, deterministic=True)
     assert cfg.default_scope == ('mmseg' if kind == 'EncoderDecoder' else 'mmdet')
+
+
+#: Runs the wheel's ``.pth`` line twice, as Python would at start (here from the checkout
+#: on PYTHONPATH), then loads a config inheriting ``mmrepro::`` without importing mmrepro.
+PTH_PROBE = """
+import sys
+line = sys.argv[1]
+exec(line)
+exec(line)
+from mmengine.config import Config
+from mmengine.config.utils import MODULE2PACKAGE
+cfg = Config.fromfile(sys.argv[2], import_custom_modules=False)
+print('mmrepro' in sys.modules, MODULE2PACKAGE.get('mmrepro'), cfg.randomness,
+      sum(getattr(f, '_mmrepro_config_scope', False) for f in sys.meta_path))
+"""
+
+
+def test_pth_line_makes_mmrepro_configs_resolve_without_importing_mmrepro(tmp_path):
+    from mmrepro.configs import PTH_LINE
+    assert PTH_LINE.startswith('import ') and '\n' not in PTH_LINE
+    child = tmp_path / 'child.py'
+    child.write_text("_base_ = 'mmrepro::_base_/repro_runtime.py'\n")
+    env = {**os.environ, 'PYTHONPATH': pythonpath(REPO)}
+    proc = subprocess.run([sys.executable, '-c', PTH_PROBE, PTH_LINE, str(child)], env=env,
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == \
+        "False mmrepro {'seed': 0, 'deterministic': True} 1"
