@@ -32,6 +32,14 @@ IN_SAVE = ("custom_hooks = custom_hooks + "
            "[dict(type='SaveKillHook', rank=0, at_iter=6, attempt=0)]\n")
 
 
+def _resumed_from(work_dir):
+    """The checkpoint each attempt resumed from (rank 0 logs it), the first attempt's none."""
+    with open(work_dir + '.log') as f:
+        names = [line.rstrip().rstrip('.').split()[-1] for line in f
+                 if 'Auto resumed from the latest checkpoint' in line]
+    return [osp.basename(name) for name in names if name != 'None']
+
+
 def _final(work_dir):
     """(final checkpoint's state digest, both ranks' probe lines)."""
     probes = [open(osp.join(work_dir, f'rank{r}.txt')).read() for r in (0, 1)]
@@ -69,6 +77,7 @@ def test_torchrun_restarts_after_each_rank_is_killed(restart_root, data_root, un
     work_dir = _restarted(restart_root, data_root, 'each-rank', EACH_RANK, restarts=2)
     assert osp.exists(osp.join(work_dir, 'killed-attempt0-rank0-iter5'))
     assert osp.exists(osp.join(work_dir, 'killed-attempt1-rank1-iter7'))
+    assert _resumed_from(work_dir) == ['epoch_1.pth', 'iter_6.pth']
     assert _final(work_dir) == uninterrupted
 
 
@@ -77,6 +86,7 @@ def test_torchrun_restart_after_a_kill_during_a_save(restart_root, data_root, un
     work_dir = _restarted(restart_root, data_root, 'in-save', IN_SAVE, restarts=1)
     with open(osp.join(work_dir, 'killed-attempt0-rank0-save6')) as f:
         assert osp.basename(f.readline().strip()).startswith('.iter_6.pth.')
+    assert _resumed_from(work_dir) == ['epoch_1.pth']  # not the torn iter_6
     assert not [n for n in os.listdir(work_dir) if n.endswith('.tmp')]  # re-saved, removed
     assert _final(work_dir) == uninterrupted
 
