@@ -1,4 +1,4 @@
-"""Build mmrepro (its metadata is in setup.cfg) with ``mmrepro-configs.pth`` in the wheel.
+"""Build mmrepro (its metadata is in setup.cfg) with ``mmrepro_configs.pth`` in the wheel.
 
 That file, installed at the top of site-packages, lets MMEngine resolve ``mmrepro::``
 config paths in every process of the environment, before anything imports mmrepro

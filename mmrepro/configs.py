@@ -34,7 +34,7 @@ __all__ = ['CONFIG_ROOT', 'PTH_LINE', 'PTH_NAME', 'install_hook', 'register']
 #: The package's configs (``mmrepro::`` paths are relative to it).
 CONFIG_ROOT = osp.join(osp.dirname(osp.abspath(__file__)), '.mim', 'configs')
 #: The file a wheel of mmrepro installs at the top of site-packages.
-PTH_NAME = 'mmrepro-configs.pth'
+PTH_NAME = 'mmrepro_configs.pth'
 #: Its one line: Python executes ``.pth`` lines that start with ``import``. It finds the
 #: installed mmrepro without importing it, runs this file as a module of its own name and
 #: calls :func:`install_hook`; without mmrepro (uninstalled by hand) it does nothing.
