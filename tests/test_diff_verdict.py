@@ -1,5 +1,5 @@
 """mmrepro.cli.diff_verdict: a data or a numeric difference, and its causes ranked."""
-from mmrepro.cli.diff_verdict import verdict_lines
+from mmrepro.cli.diff_verdict import sort_settings, verdict_lines
 
 EXPECTED_NO = '  bitwise equality expected: no, settings that change results differ'
 
@@ -62,3 +62,21 @@ def test_equal_runs():
                          True) == [
         'verdict: the same samples in every traced iteration; bit-identical, although '
         'settings differ: PyTorch numerics flags (torch_flags.cudnn_benchmark)']
+
+
+def test_the_seed_is_one_cause_and_inert_keys_are_set_apart():
+    diffs = [('seed', 0, 1), ('randomness.seed', 0, 1), ('config.randomness.seed', '0', '1'),
+             ('env.PYTHONHASHSEED', '0', '1'), ('config.val_evaluator.metric', "'bbox'",
+                                                "'segm'"),
+             ('config.default_hooks.checkpoint.interval', '1', '2'),
+             ('config.train_cfg.val_interval', '1', '3')]
+    kept, inert, follows = sort_settings(diffs)
+    assert kept == [('seed', 0, 1)]
+    assert follows == {'seed': ['randomness.seed', 'config.randomness.seed',
+                                'env.PYTHONHASHSEED']}
+    assert [key for key, _, _ in inert] == ['config.val_evaluator.metric',
+                                            'config.default_hooks.checkpoint.interval',
+                                            'config.train_cfg.val_interval']
+    # a hash seed set apart from the seed is a cause of its own
+    kept, _, follows = sort_settings([('seed', 0, 1), ('env.PYTHONHASHSEED', '0', '7')])
+    assert kept == [('seed', 0, 1), ('env.PYTHONHASHSEED', '0', '7')] and follows == {}

@@ -40,6 +40,8 @@ CHECK = [osp.join(REPO, 'tools', 'check_repro.py')]
 MATRIX = [osp.join(REPO, 'tools', 'support_matrix.py')]
 DEMO_DATA = [osp.join(REPO, 'tools', 'make_demo_data.py')]
 DIST = ['bash', osp.join(REPO, 'tools', 'dist_train.sh')]
+DIFF = [osp.join(REPO, 'tools', 'repro_diff.py')]
+DIGEST = [osp.join(REPO, 'tools', 'weights_digest.py')]
 
 #: (tool, arguments, the whole of stderr). ``{work_dir}``, ``{bad}`` (a config with a
 #: syntax error), ``{child}`` (a config inheriting it), ``{plain}`` (a config without
@@ -104,6 +106,18 @@ CASES = {
     'dist-bad-nproc': (DIST, [DEMO, 'two', *W],
                        "dist_train.sh: error: NPROC must be a whole number >= 1 (processes per "
                        "node), got 'two'"),
+    'diff-missing-run': (DIFF, ['{missing}', '{missing}'],
+                         'repro_diff: error: {missing}: no such file or directory'),
+    'diff-one-run': (DIFF, ['{missing}'],
+                     'repro_diff: error: the following arguments are required: run_b'),
+    'diff-missing-checkpoint': (DIFF, ['{missing}.pth', '{missing}.pth'],
+                                'repro_diff: error: {missing}.pth: no such file; expected a '
+                                'checkpoint file (.pth)'),
+    'digest-missing-checkpoint': (DIGEST, ['{missing}.pth'],
+                                  'mmrepro-digest: error: {missing}.pth: no such file; '
+                                  'expected a checkpoint file (.pth)'),
+    'digest-no-argument': (DIGEST, [], 'mmrepro-digest: error: the following arguments are '
+                           'required: CHECKPOINT'),
     'dist-global-batch-2-ranks': (DIST, [DEMO, '2', *W, '--cfg-options',
                                          'randomness.global_batch=2'],
                                   'train.py: error: ' + _global_batch(2, 2, 1)),

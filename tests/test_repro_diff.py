@@ -1,15 +1,21 @@
 """tools/repro_diff.py: names changed data and config keys, finds divergence, plots."""
 import glob
+import hashlib
 import json
 import os
+import os.path as osp
 import re
 import shutil
 
 import pytest
+import torch
 from doc_examples import assert_shows
-from repro_utils import run_train, write_config
+from repro_utils import pythonpath, run_log, run_train, write_config
 
-from mmrepro.cli.repro_diff import main, plot_losses
+from mmrepro.checkpoint_io import safe_load
+from mmrepro.cli.diff_plot import plot_losses
+from mmrepro.cli.repro_diff import main
+from mmrepro.cli.weights_digest import main as digest_main
 
 PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 #: Three traced iterations, no validation.
@@ -27,8 +33,9 @@ train_dataloader = dict(sampler=dict(_delete_=True, type='InfiniteSampler', shuf
 
 @pytest.fixture(scope='module')
 def diff_runs(data_root, tmp_path_factory):
-    """Work dirs ``base``, ``lr`` (lr 0.02), ``ann`` (one box of the first sample
-    trained moved by one pixel) and ``threads`` (1 intra-op thread instead of 2)."""
+    """Work dirs ``base``, ``again`` (a rerun of it), ``short`` (it stopped after 2
+    iterations), ``lr`` (lr 0.02), ``ann`` (one box of the first sample trained moved
+    by one pixel) and ``threads`` (1 intra-op thread instead of 2)."""
     root = tmp_path_factory.mktemp('diff')
     data = str(root / 'data')
     shutil.copytree(data_root, data)
@@ -36,9 +43,12 @@ def diff_runs(data_root, tmp_path_factory):
                           extra=TRACED)
     lr = write_config(str(root / 'cfg' / 'lr.py'), 'retinanet', data, num_workers=0,
                       extra=TRACED + 'optim_wrapper = dict(optimizer=dict(lr=0.02))\n')
-    runs = {name: str(root / name) for name in ('base', 'lr', 'ann', 'threads')}
+    runs = {name: str(root / name) for name in ('base', 'again', 'short', 'lr', 'ann',
+                                                'threads')}
     two = {'OMP_NUM_THREADS': '2'}  # fixed: the thread count changes CPU results
     run_train(config, runs['base'], env=two)
+    run_train(config, runs['again'], env=two)
+    run_train(config, runs['short'], '--cfg-options', 'train_cfg.max_iters=2', env=two)
     run_train(lr, runs['lr'], env=two)
     run_train(config, runs['threads'], env={'OMP_NUM_THREADS': '1'})
     ann_file = os.path.join(data, 'annotations', 'train.json')
@@ -62,14 +72,130 @@ def _diff(capsys, *args):
 
 
 @pytest.mark.slow
-def test_same_run_is_identical(diff_runs, capsys):
-    code, out, _ = _diff(capsys, diff_runs['base'], diff_runs['base'])
+def test_rerun_is_identical_in_everything_compared(diff_runs, capsys):
+    code, out, _ = _diff(capsys, diff_runs['base'], diff_runs['again'])
     assert code == 0
     assert 'run records: identical' in out
     assert 'traces: bit-identical over iterations 1..3 (3 traced): every loss, sample, ' \
         'gradient, weight and buffer' in out
-    assert out.endswith('verdict: the same samples in every traced iteration; bit-identical, '
+    assert 'scalars logs: losses equal at every logged iteration in common (1..3, 3 ' \
+        'logged)' in out
+    assert 'weights: identical at iteration 3 (the final weights)' in out
+    assert out.endswith('compared: 3 logged iterations, 3 traced iterations, final weights\n'
+                        'verdict: the same samples in every traced iteration; bit-identical, '
                         'as expected (no setting that changes results differs)\n'), out
+
+
+@pytest.mark.slow
+def test_short_run_against_a_long_one_names_the_span(diff_runs, capsys):
+    code, out, _ = _diff(capsys, diff_runs['short'], diff_runs['base'])
+    assert 'weights: no iteration whose weights both runs know' in out
+    assert out.endswith(
+        'compared: 2 logged iterations, 2 traced iterations\n'
+        'verdict: the same samples in every traced iteration; identical through iteration 2 '
+        '(A stops there), although settings differ: the config (config.train_cfg.max_iters)'
+        '\n'), out
+    assert code == 1  # a setting that can change training differs
+
+
+def _sha256(path):
+    with open(path, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@pytest.mark.slow
+def test_two_checkpoints_compare_by_their_weights(diff_runs, capsys):
+    base, again, lr, short = (osp.join(diff_runs[name], f'iter_{n}.pth') for name, n in (
+        ('base', 3), ('again', 3), ('lr', 3), ('short', 2)))
+    assert _sha256(base) != _sha256(again)  # other metadata: the files differ
+    code, out, _ = _diff(capsys, base, again)
+    assert code == 0
+    assert 'weights: identical (at iteration 3)' in out
+    assert out.endswith('compared: the weights of both checkpoints\nverdict: bit-identical, '
+                        'as expected (no setting that changes results differs)\n'), out
+    code, out, _ = _diff(capsys, base, lr)
+    assert code == 1
+    assert re.search(r'\nweights: differ \(at iteration 3\): A [0-9a-f]{12} vs B '
+                     r'[0-9a-f]{12}\n', out), out
+    assert 'verdict: the numbers differ from iteration 3\n  explained by (most likely ' \
+        'first): the config (config.optim_wrapper.optimizer.lr)' in out
+    code, out, _ = _diff(capsys, base, short)
+    assert code == 1
+    assert out.endswith('verdict: different weights, from different points of training (A at '
+                        'iteration 3, B at iteration 2)\n'), out
+
+
+@pytest.mark.slow
+def test_weights_digest_is_recorded_logged_and_printed(diff_runs, capsys, tmp_path):
+    """Equal for two bit-identical runs, whatever else their files hold, and printed for a
+    checkpoint written without mmrepro."""
+    digests = []
+    for name in ('base', 'again'):
+        (record,) = glob.glob(osp.join(diff_runs[name], '*', 'run_record.json'))
+        with open(record) as f:
+            weights = json.load(f)['weights']
+        final = weights['final']
+        assert final['iter'] == 3 and weights['checkpoints'] == {'3': final['sha256']}
+        ckpt = safe_load(osp.join(diff_runs[name], 'iter_3.pth'))
+        assert ckpt['meta']['weights_sha256'] == final['sha256']
+        assert (f"mmrepro: weights sha256 after iteration 3: {final['sha256']} (state_dict; "
+                'compare with mmrepro-digest CHECKPOINT)') in run_log(diff_runs[name])
+        digests.append(final['sha256'])
+    assert digests[0] == digests[1]
+    lr = safe_load(osp.join(diff_runs['lr'], 'iter_3.pth'))['meta']['weights_sha256']
+    assert lr != digests[0]
+    plain, bare = str(tmp_path / 'plain.pth'), str(tmp_path / 'bare.pth')
+    torch.save({'state_dict': ckpt['state_dict'], 'meta': {'note': 'no mmrepro'}}, plain)
+    torch.save(ckpt['state_dict'], bare)
+    assert digest_main([plain, bare]) == 0
+    assert capsys.readouterr().out == (f'{digests[0]}  {plain}  (iteration unknown; '
+                                       f'state_dict)\n{digests[0]}  {bare}  (iteration '
+                                       'unknown; state dict)\n')
+
+
+#: Six iterations traced at the default interval (iteration 1 only), logged at each; the
+#: neck turns nondeterministic after three (an op nondeterministic for some inputs only).
+LATE = """
+custom_imports = dict(imports=['mmrepro', 'nondeterministic_layer'], allow_failed_imports=False)
+model = dict(neck=dict(_delete_=True, type='NondeterministicNeck', start_after=3, scale=1e-3,
+                      neck=dict(
+    type='FPN', in_channels=[16, 32, 64, 128], out_channels=64, start_level=1,
+    add_extra_convs='on_input', num_outs=5)))
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=6, val_interval=100)
+log_processor = dict(by_epoch=False)
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=6))
+custom_hooks = [dict(type='ReproducibilityHook')]
+randomness = dict(warn_only=True)  # the noise calls put_, which deterministic mode refuses
+"""
+
+
+@pytest.mark.slow
+def test_divergence_after_the_last_traced_iteration_is_not_identical(data_root, tmp_path,
+                                                                     capsys):
+    config = write_config(str(tmp_path / 'cfg' / 'late.py'), 'retinanet', data_root,
+                          num_workers=0, extra=LATE)
+    env = {'PYTHONPATH': pythonpath(osp.dirname(osp.abspath(__file__))),
+           'OMP_NUM_THREADS': '2'}
+    a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
+    run_train(config, a, env=env)
+    run_train(config, b, env=env)
+    code, out, _ = _diff(capsys, a, b)
+    assert code == 1
+    assert 'traces: bit-identical over iteration 1: every loss, sample, gradient, weight ' \
+        'and buffer' in out
+    # The neck adds noise from its fourth training forward pass on; the logged losses first
+    # differ at iteration 5, long after the last traced iteration (1).
+    assert 'scalars logs: first logged iteration whose losses differ: 5, equal at ' \
+        'iteration 4' in out
+    assert re.search(r'\nweights: differ at iteration 6 \(the final weights\): A '
+                     r'[0-9a-f]{12} vs B [0-9a-f]{12}\n', out), out
+    assert out.endswith(
+        'compared: 6 logged iterations, 1 traced iteration, final weights\n'
+        'verdict: the same samples in every traced iteration; the numbers differ from '
+        'iteration 5\n  bitwise equality expected: yes: nothing recorded that changes '
+        'results differs, so an operation is nondeterministic or a setting is not recorded '
+        '(run tools/check_repro.py on the config)\n'), out
+    assert_shows('repro-diff-late', out)  # docs/troubleshooting.md shows it
 
 
 @pytest.mark.slow
@@ -202,6 +328,54 @@ def test_missing_record_is_exit_2(tmp_path, capsys):
     assert code == 2 and 'empty: no run_record.json in it' in err
     code, _, err = _diff(capsys, str(tmp_path / 'nope'), str(tmp_path / 'empty'))
     assert code == 2 and 'nope: no such file or directory' in err
+
+
+def test_nothing_in_common_is_inconclusive(tmp_path, capsys):
+    a = _fake_run(tmp_path / 'a', [2.0, 1.5])
+    b = _fake_run(tmp_path / 'b', [])
+    code, out, _ = _diff(capsys, a, b)
+    assert code == 3
+    assert 'scalars logs: no training rows in vis_data/scalars.json of B' in out
+    assert out.endswith('compared: nothing\nverdict: inconclusive: the runs hold nothing in '
+                        'common to compare (no common logged or traced iteration, no common '
+                        'checkpoint or recorded weights digest)\n'), out
+
+
+def _record(seed, **config):
+    return json.dumps(dict(
+        seed=seed, randomness=dict(seed=seed, deterministic=True), world_size=1,
+        versions=dict(torch='2.13.0'), config_sha256=str(seed) * 64,
+        env=dict(PYTHONHASHSEED=str(seed)),
+        config={'randomness.seed': repr(seed), 'optim_wrapper.optimizer.lr': '0.01',
+                **config}))
+
+
+def test_a_seed_change_is_one_cause_and_inert_keys_are_listed_apart(tmp_path, capsys):
+    a = _fake_run(tmp_path / 'a', [2.0, 1.5], record=_record(
+        0, **{'val_dataloader.batch_size': '1', 'default_hooks.logger.interval': '1'}))
+    b = _fake_run(tmp_path / 'b', [2.0, 1.25], record=_record(
+        1, **{'val_dataloader.batch_size': '2', 'default_hooks.logger.interval': '5'}))
+    code, out, _ = _diff(capsys, a, b)
+    assert code == 1
+    assert 'run records: 1 setting(s) differ (A -> B)\n  seed: 0 -> 1 (the same cause, also ' \
+        'recorded as randomness.seed, config.randomness.seed, env.PYTHONHASHSEED)\n' \
+        '  cannot change training, not causes: 2 key(s): val_dataloader.batch_size 1 -> 2, ' \
+        'default_hooks.logger.interval 1 -> 5\n' in out, out
+    assert out.endswith('verdict: the numbers differ from iteration 2\n  explained by (most '
+                        'likely first): the seed or randomness settings (seed)\n  bitwise '
+                        'equality expected: no, settings that change results differ\n'), out
+
+
+def test_only_inert_keys_differing_is_identical(tmp_path, capsys):
+    a = _fake_run(tmp_path / 'a', [2.0, 1.5], record=_record(0, **{'val_cfg.type': "'A'"}))
+    b = _fake_run(tmp_path / 'b', [2.0, 1.5], record=_record(0, **{'val_cfg.type': "'B'"}))
+    code, out, _ = _diff(capsys, a, b)
+    assert 'run records: identical (every setting that can change training)\n  cannot ' \
+        "change training, not causes: 1 key(s): val_cfg.type 'A' -> 'B'\n" in out, out
+    assert out.endswith('compared: 2 logged iterations\nverdict: identical through iteration '
+                        '2 (the final weights were not compared: none recorded or at hand in '
+                        'A and B), as expected (no setting that changes results differs)\n')
+    assert code == 0
 
 
 def test_corrupted_trace_is_exit_2_naming_the_line(tmp_path, capsys):

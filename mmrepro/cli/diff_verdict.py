@@ -10,12 +10,19 @@ the CPU kernel set, the thread count, other environment variables. Where the sam
 are the same, a different process layout (ranks, per-rank batch, accumulation: the
 same global batch) comes first: each rank computes its loss over fewer images. Keys
 that name places (host, platform) explain nothing.
+
+Before that, :func:`sort_settings` says each cause once and sets apart what cannot be a
+cause: a different seed is one difference, though the record holds it as ``seed``,
+``randomness.seed``, ``config.randomness.seed`` and ``PYTHONHASHSEED`` (which
+mmrepro derives from it); validation and test settings, logging, checkpointing and
+visualisation cannot change the weights training computes (:data:`INERT`).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ['DATA_CAUSES', 'NUMERIC_CAUSES', 'causes', 'verdict_lines']
+__all__ = ['DATA_CAUSES', 'INERT', 'NUMERIC_CAUSES', 'causes', 'sort_settings',
+           'verdict_lines']
 
 Diff = Tuple[str, Any, Any]
 _LOADER = ('config.train_dataloader.', 'config.train_pipeline.')
@@ -26,6 +33,34 @@ _LAYOUT = ('world_size', 'launcher', 'backend', 'config.launcher',
 #: The process layout: a data cause where the samples differ (another global batch, or
 #: ``global_stream=False``), the surest numeric cause where they are the same.
 LAYOUT_CAUSE = 'the process layout (ranks, per-rank batch, accumulation)'
+
+#: Record keys that restate the seed (``PYTHONHASHSEED`` only where it equals it).
+SEED_ECHOES = ('randomness.seed', 'config.randomness.seed', 'env.PYTHONHASHSEED')
+#: Config keys that cannot change training: evaluation, logging, checkpoints, display.
+INERT = ('config.val_', 'config.test_', 'config.train_cfg.val_interval',
+         'config.train_cfg.val_begin', 'config.default_hooks.logger.',
+         'config.default_hooks.checkpoint.', 'config.default_hooks.visualization.',
+         'config.default_hooks.timer.', 'config.log_processor.', 'config.log_level',
+         'config.visualizer.', 'config.vis_backends')
+
+
+def sort_settings(diffs: Sequence[Diff]) -> Tuple[List[Diff], List[Diff], Dict[str, List[str]]]:
+    """Say each cause once; set apart what cannot change training.
+
+    Returns:
+        tuple: ``(differences that can change training, differences that cannot
+        (:data:`INERT`), {kept key: the keys that restate it})``.
+    """
+    by_key = {key: (a, b) for key, a, b in diffs}
+    echoes: List[str] = []
+    if 'seed' in by_key:
+        seeds = tuple(str(v) for v in by_key['seed'])
+        echoes = [k for k in SEED_ECHOES if k in by_key and (
+            k != 'env.PYTHONHASHSEED' or tuple(map(str, by_key[k])) == seeds)]
+    inert = [d for d in diffs if d[0].startswith(INERT)]
+    kept = [d for d in diffs if d[0] not in echoes and d not in inert]
+    return kept, inert, ({'seed': echoes} if echoes else {})
+
 
 #: (cause, predicate on a record key), in the order a data difference is explained.
 DATA_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
@@ -87,15 +122,19 @@ def _listing(found: List[Tuple[str, List[str]]]) -> str:
 
 
 def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
-                  data_iteration: Optional[int], data_traced: bool) -> List[str]:
+                  data_iteration: Optional[int], data_traced: bool,
+                  identical: str = 'bit-identical') -> List[str]:
     """The verdict of ``repro_diff``.
 
     Args:
-        diffs: The run records' differences (``diff_records``).
+        diffs: The run records' differences that can change training
+            (:func:`sort_settings`).
         diverged: Whether the traces (or logged losses) differ.
         first: The first diverging iteration, if known.
         data_iteration: The first traced iteration whose samples differ (None if none).
         data_traced: Whether both traces hold per-sample data digests.
+        identical: How equal runs are called: ``bit-identical``, or ``identical
+            through iteration k (...)`` where they cover different spans.
     """
     data = causes(diffs, DATA_CAUSES)
     data_keys = {key for _, keys in data for key in keys}
@@ -112,9 +151,9 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
     found = layout + numeric + [cause for cause in data if cause[0] != LAYOUT_CAUSE]
     if not diverged:
         if not found:
-            return [f'verdict: {same}bit-identical, as expected (no setting that changes '
+            return [f'verdict: {same}{identical}, as expected (no setting that changes '
                     'results differs)']
-        return [f'verdict: {same}bit-identical, although settings differ: {_listing(found)}']
+        return [f'verdict: {same}{identical}, although settings differ: {_listing(found)}']
     at = f' from iteration {first}' if first is not None else ''
     lines = [f'verdict: {same}the numbers differ{at}']
     if found:

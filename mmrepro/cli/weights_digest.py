@@ -13,13 +13,14 @@ import sys
 from typing import List, Optional
 
 from ..checks.weights_index import WeightsReadError, checkpoint_weights
+from .config_args import ArgumentParser
 
 PROG = 'mmrepro-digest'
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parse the checkpoint paths."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=PROG, description='Print the digest of each checkpoint\'s weights (state_dict '
         'and EMA state): equal digests mean equal weights, byte for byte.',
         epilog='exit status: 0 every digest printed; 2 bad arguments, or a file is '

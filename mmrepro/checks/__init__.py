@@ -1,0 +1,1 @@
+"""Checks that compare runs and return results (the command-line tools print them)."""
