@@ -115,7 +115,8 @@ def test_install_changes_none_of_the_users_packages(user_env):
 def test_console_scripts_and_module_entry_points(user_env):
     for script, word in (('mmrepro-train', '--seed'), ('mmrepro-check', '--resume-check'),
                          ('mmrepro-diff', '--plot'), ('mmrepro-matrix', '--families'),
-                         ('mmrepro-demo-data', '--num-train')):
+                         ('mmrepro-demo-data', '--num-train'),
+                         ('mmrepro-digest', 'CHECKPOINT')):
         out = _run(osp.join(user_env['bin'], script), '--help', cwd=user_env['outside'])
         assert word in out.stdout, (script, out.stdout[:500])
     out = _run(user_env['python'], '-m', 'mmrepro.cli.train', '--help',

@@ -3,8 +3,7 @@
 :func:`apply_patches` runs once, on ``import mmrepro``. Each patch acts only for a
 Runner whose config enables mmrepro (:mod:`.scope`: ``custom_imports`` naming
 ``mmrepro``, or ``ReproducibilityHook`` in ``custom_hooks``); any other Runner runs
-MMEngine's code unchanged. What they change (also listed in README, "What importing
-mmrepro patches"):
+MMEngine's code unchanged. What they change (also listed in docs/internals.md):
 
 1. ``Runner.set_randomness`` goes through :func:`mmrepro.seeding.set_random_seed`
    (validation, a seed that is never None, deterministic mode done fully) --
@@ -18,10 +17,12 @@ mmrepro patches"):
    ``resume`` runs -- :mod:`.checkpoint_loader`.
 5. ``mmdet.apis.init_random_seed`` / ``set_random_seed`` exist again (MMDetection
    2.x names) -- :mod:`.mmdet_apis`.
-6. ``init_dist('pytorch')`` works without CUDA (gloo instead of NCCL, no
-   ``cuda.set_device``), and ``Runner.wrap_model`` builds DDP with explicit settings
-   (``broadcast_buffers=False``, ``bucket_cap_mb=25``, ...) that the run record keeps --
-   :mod:`.distributed`.
+6. ``init_dist('pytorch')`` and ``init_dist('slurm')`` work without CUDA (gloo instead
+   of NCCL, no ``cuda.set_device``); under torchrun with the agent's store, an enabled
+   Runner's process group uses that store under a per-attempt prefix, so a restarted
+   group never reads the dead group's addresses; and ``Runner.wrap_model`` builds DDP
+   with explicit settings (``broadcast_buffers=False``, ``bucket_cap_mb=25``, ...) that
+   the run record keeps -- :mod:`.distributed`.
 7. ``Runner.build_model``, in deterministic mode, audits the model for mmcv ops that
    are nondeterministic on CUDA and replaces ``mmcv.ops.RoIAlign`` with
    :class:`mmrepro.ops.DeterministicRoIAlign` -- :mod:`.model_audit`.

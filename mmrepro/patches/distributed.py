@@ -127,8 +127,13 @@ def setup_env(self: Runner, env_cfg: Dict) -> None:
 
 
 def _other_accelerator() -> bool:
-    from mmengine.device import is_mlu_available, is_musa_available, is_npu_available
-    return is_mlu_available() or is_npu_available() or is_musa_available()
+    """Whether an accelerator MMEngine knows besides CUDA is present (MLU, NPU, MUSA).
+
+    Each check is looked up by name: MMEngine before 0.10.4 has no ``is_musa_available``.
+    """
+    from mmengine import device
+    return any(getattr(device, name, lambda: False)() for name in (
+        'is_mlu_available', 'is_npu_available', 'is_musa_available'))
 
 
 def wrap_model(self: Runner, model_wrapper_cfg: Optional[Dict], model: Any) -> Any:
