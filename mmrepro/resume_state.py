@@ -38,6 +38,21 @@ def build_section(seed: int, settings: Dict[str, Any], world_size: int,
                 position=position, rng=rng, preprocessor=preprocessor or {})
 
 
+def layout_changes(section: Dict[str, Any], world_size: int,
+                   batch_size: Optional[int]) -> List[str]:
+    """How this run's layout differs from the one that wrote ``section`` (empty if not).
+
+    A position and RNG states saved by one layout cannot be restored on another; the
+    loader and the hook ask this one question before either acts on the section.
+    """
+    changes = []
+    if section['world_size'] != world_size:
+        changes.append(f"world size {section['world_size']} -> {world_size}")
+    if section.get('batch_size') not in (None, batch_size):
+        changes.append(f"per-rank batch size {section['batch_size']} -> {batch_size}")
+    return changes
+
+
 def check_section(section: Any, path: str = 'checkpoint') -> Dict[str, Any]:
     """Validate a section read from a checkpoint; raise a clear error if malformed.
 

@@ -17,7 +17,7 @@ from ..data_fingerprint import check_mode
 from ..patches.epoch_loop import OFFSET_ATTR
 from ..patches.runner_randomness import SETTINGS_ATTR, log_pending
 from ..record.weights import RECORD_KEY, WeightsLedger
-from ..resume_state import NOT_RESTORED, build_section, check_section
+from ..resume_state import NOT_RESTORED, build_section, check_section, layout_changes
 from ..run_record import collect_run_record, write_run_record
 from ..seeding import get_rank, get_world_size
 from ..step_draws import seed_step, step_key
@@ -189,12 +189,7 @@ class ReproducibilityHook(Hook):
                 '. The resumed run will not match an uninterrupted one bit for bit.')
             return
         section = check_section(section)
-        world_size, batch_size = get_world_size(), self._batch_size(runner)
-        mismatch = []
-        if section['world_size'] != world_size:
-            mismatch.append(f"world size {section['world_size']} -> {world_size}")
-        if section.get('batch_size') not in (None, batch_size):
-            mismatch.append(f"per-rank batch size {section['batch_size']} -> {batch_size}")
+        mismatch = layout_changes(section, get_world_size(), self._batch_size(runner))
         if mismatch:
             scale = runner.auto_scale_lr or {}
             if not scale.get('enable', False):

@@ -17,6 +17,7 @@ from ..data.global_stream import (
 )
 from ..data.reproducible_loader import make_reproducible
 from ..data.seeded_batch_sampler import SeededBatchSampler
+from ..resume_state import check_section, layout_changes
 from ..seeding import get_rank, get_world_size
 from .runner_randomness import RESUME_ATTR, SETTINGS_ATTR
 
@@ -55,12 +56,24 @@ def build_dataloader(runner: Optional[Runner], dataloader: Any, seed: Optional[i
                                sample_seeding=settings['sample_seeding'],
                                keyed_cache=settings['keyed_cache'], logger=logger,
                                global_batches=global_batches, micro=micro)
-    resume = getattr(runner, RESUME_ATTR, None)
-    position = ((resume or {}).get('state') or {}).get('position')
-    if (position and dataloader is runner._train_dataloader
-            and isinstance(loader.batch_sampler, SeededBatchSampler)):
-        loader.batch_sampler.resume_at(position['epoch'], position['batches'])
+    if dataloader is runner._train_dataloader:
+        _position(loader, (getattr(runner, RESUME_ATTR, None) or {}).get('state'), batch_size)
     return loader
+
+
+def _position(loader: DataLoader, section: Any, batch_size: Optional[int]) -> None:
+    """Start the train loader after the batches the resumed checkpoint consumed.
+
+    The section is validated first, and a checkpoint of another layout positions
+    nothing: ``ReproducibilityHook`` then restores neither RNG states nor the position
+    (it refuses, or with ``auto_scale_lr`` continues as MMEngine would, and says so).
+    """
+    if section is None or not isinstance(loader.batch_sampler, SeededBatchSampler):
+        return
+    section = check_section(section)
+    position = section.get('position')
+    if position and not layout_changes(section, get_world_size(), batch_size):
+        loader.batch_sampler.resume_at(position['epoch'], position['batches'])
 
 
 def _global_batches(cfg: Any, loader: DataLoader, seed: int, layout: Layout,
