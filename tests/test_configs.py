@@ -36,7 +36,8 @@ def test_config_is_reproducible_and_inherits_mmdet(path):
             or cfg.model.roi_head.bbox_head)
     assert head.num_classes == classes
     assert cfg.custom_imports == dict(imports=['mmrepro'], allow_failed_imports=False)
-    assert cfg.randomness == dict(seed=0, deterministic=True)
+    shared = {'global_batch': 16} if 'coco_repro' in path else {}  # pinned for teams
+    assert cfg.randomness == dict(seed=0, deterministic=True, **shared)
     assert cfg.default_scope == ('mmseg' if kind == 'EncoderDecoder' else 'mmdet')
 
 
@@ -53,6 +54,18 @@ cfg = Config.fromfile(sys.argv[2], import_custom_modules=False)
 print('mmrepro' in sys.modules, MODULE2PACKAGE.get('mmrepro'), cfg.randomness,
       sum(getattr(f, '_mmrepro_config_scope', False) for f in sys.meta_path))
 """
+
+
+@pytest.mark.parametrize('name', ['retinanet_r50_fpn_1x_coco_repro.py',
+                                  'faster-rcnn_r50_fpn_1x_coco_repro.py'])
+def test_configs_to_share_stand_alone(name, tmp_path):
+    """A teammate who gets only the file (no checkout beside it) can load it."""
+    alone = tmp_path / name
+    alone.write_text(open(osp.join(REPO, 'configs', name)).read())
+    assert "'./" not in alone.read_text()  # no relative base
+    cfg = Config.fromfile(str(alone))
+    assert cfg.randomness.global_batch == 16
+    assert cfg.train_dataloader.batch_size == 2 and cfg.auto_scale_lr.base_batch_size == 16
 
 
 def test_pth_line_makes_mmrepro_configs_resolve_without_importing_mmrepro(tmp_path):
