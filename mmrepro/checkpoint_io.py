@@ -3,20 +3,21 @@
 ``torch.load`` refuses MMEngine's own checkpoints under ``weights_only=True``:
 the message hub holds ``HistoryBuffer`` objects and numpy arrays. Rather than
 falling back to loading arbitrary pickles, mmrepro allow-lists exactly the globals
-its checkpoints contain (:func:`allowed_globals`) for the duration of each load:
-through ``torch.serialization.safe_globals`` where it takes that list (torch 2.6+), otherwise
-through a restricted unpickler with the same allow-list
-(:mod:`mmrepro.safe_unpickler`).
+its checkpoints contain (:func:`mmrepro.safe_unpickler.allowed_globals`) for the duration
+of each load: through ``torch.serialization.safe_globals`` where it takes that list
+(torch 2.6+), otherwise through a restricted unpickler with the same allow-list
+(:mod:`mmrepro.safe_unpickler`, which owns both).
 """
 from __future__ import annotations
 
 import os.path as osp
 import pickle
 import threading
-from typing import Any, Callable, List, Optional, Union
+from typing import Any, Callable, Optional, Union
 
-import numpy as np
 import torch
+
+from .safe_unpickler import allowed_globals, has_safe_globals, torch_load_restricted
 
 #: ``torch.serialization.safe_globals`` edits one process-wide list and its exit removes
 #: the entries, so two loads in threads would drop each other's allow-list: one at a time.
@@ -25,37 +26,6 @@ _SAFE_GLOBALS_LOCK = threading.Lock()
 
 class CheckpointLoadError(ValueError):
     """A checkpoint could not be read: missing, truncated, corrupt or unsafe."""
-
-
-def history_buffer_getattr(obj: Any, name: str) -> Any:
-    """Stand-in for ``builtins.getattr`` while loading: statistics methods only.
-
-    Pickle protocol 2 stores ``HistoryBuffer``'s table of statistics methods
-    (``HistoryBuffer.min``, ...) as ``getattr(HistoryBuffer, 'min')``. Allowing the
-    real ``getattr`` would let a crafted file reach any attribute of any allowed
-    object; this resolves exactly those names and refuses everything else.
-    """
-    from mmengine.logging.history_buffer import HistoryBuffer
-    names = {'min', 'max', 'current', 'mean', *HistoryBuffer._statistics_methods}
-    if (obj is HistoryBuffer or isinstance(obj, HistoryBuffer)) and name in names:
-        return getattr(obj, name)
-    raise pickle.UnpicklingError(
-        f'getattr({obj!r:.60}, {name!r}) is not an attribute MMEngine '
-        'checkpoints use')
-
-
-def allowed_globals() -> List[Any]:
-    """The non-tensor globals an MMEngine/mmrepro checkpoint may contain."""
-    from mmengine.logging.history_buffer import HistoryBuffer
-    try:  # numpy 2 (numpy 1.26 has a numpy._core without multiarray)
-        from numpy._core import multiarray
-    except ImportError:
-        from numpy.core import multiarray
-    dtypes = [type(np.dtype(name)) for name in (
-        'float16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', 'uint8',
-        'uint16', 'uint32', 'uint64', 'bool')]
-    return [HistoryBuffer, multiarray._reconstruct, multiarray.scalar,
-            np.ndarray, np.dtype, *dtypes, (history_buffer_getattr, 'builtins.getattr')]
 
 
 def safe_load(filename: str, map_location: Union[str, Callable, None] = 'cpu',
@@ -79,7 +49,6 @@ def safe_load(filename: str, map_location: Union[str, Callable, None] = 'cpu',
         raise CheckpointLoadError(
             f'Checkpoint {filename!r} does not exist. Check the path given to '
             '--resume / load_from.')
-    from .safe_unpickler import has_safe_globals, torch_load_restricted
     try:
         if not has_safe_globals():
             return torch_load_restricted(filename, map_location, mmap)

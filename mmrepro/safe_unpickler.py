@@ -1,4 +1,7 @@
-"""A restricted unpickler for torch releases without ``torch.serialization.safe_globals``.
+"""mmrepro's checkpoint allow-list, and a restricted unpickler for torch without ``safe_globals``.
+
+:func:`allowed_globals` lists the globals an MMEngine/mmrepro checkpoint may contain;
+:func:`mmrepro.checkpoint_io.safe_load` allows exactly those on every torch.
 
 torch < 2.6 cannot extend the allow-list of ``torch.load(weights_only=True)`` the way
 mmrepro needs (``safe_globals`` arrived in 2.5, its ``(callable, 'module.name')``
@@ -7,7 +10,7 @@ entries in 2.6: pytorch#142153), and its fixed list refuses MMEngine's checkpoin
 :func:`mmrepro.checkpoint_io.safe_load` passes this module to ``torch.load`` as its
 ``pickle_module``: an unpickler whose ``find_class`` resolves only the globals that
 ``weights_only=True`` allows (torch's own list) plus mmrepro's allow-list
-(:func:`mmrepro.checkpoint_io.allowed_globals`), by exact name, before anything is
+(:func:`allowed_globals`), by exact name, before anything is
 imported. Everything else raises :class:`pickle.UnpicklingError`, as torch's refusal
 does. Python's documented way of restricting globals: ``REDUCE``, ``NEWOBJ``,
 ``BUILD`` and extension codes only ever reach objects that ``find_class`` returned.
@@ -19,16 +22,49 @@ import functools
 import importlib
 import pickle
 import sys
-from typing import Any, Dict
+from typing import Any, Dict, List
 
+import numpy as np
 import torch
 
-__all__ = ['Unpickler', 'allowed_names', 'has_safe_globals', 'load', 'torch_load_restricted']
+__all__ = ['Unpickler', 'allowed_globals', 'allowed_names', 'has_safe_globals',
+           'history_buffer_getattr', 'load', 'torch_load_restricted']
 
 #: Globals that torch's own weights-only unpickler allows in newer releases.
 _BUILTINS = ('_codecs.encode', 'torch.device', 'builtins.bytearray', 'builtins.set',
              'builtins.frozenset', 'builtins.complex', 'collections.OrderedDict',
              'collections.Counter')
+
+
+def history_buffer_getattr(obj: Any, name: str) -> Any:
+    """Stand-in for ``builtins.getattr`` while loading: statistics methods only.
+
+    Pickle protocol 2 stores ``HistoryBuffer``'s table of statistics methods
+    (``HistoryBuffer.min``, ...) as ``getattr(HistoryBuffer, 'min')``. Allowing the
+    real ``getattr`` would let a crafted file reach any attribute of any allowed
+    object; this resolves exactly those names and refuses everything else.
+    """
+    from mmengine.logging.history_buffer import HistoryBuffer
+    names = {'min', 'max', 'current', 'mean', *HistoryBuffer._statistics_methods}
+    if (obj is HistoryBuffer or isinstance(obj, HistoryBuffer)) and name in names:
+        return getattr(obj, name)
+    raise pickle.UnpicklingError(
+        f'getattr({obj!r:.60}, {name!r}) is not an attribute MMEngine '
+        'checkpoints use')
+
+
+def allowed_globals() -> List[Any]:
+    """The non-tensor globals an MMEngine/mmrepro checkpoint may contain."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+    try:  # numpy 2 (numpy 1.26 has a numpy._core without multiarray)
+        from numpy._core import multiarray
+    except ImportError:
+        from numpy.core import multiarray
+    dtypes = [type(np.dtype(name)) for name in (
+        'float16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', 'uint8',
+        'uint16', 'uint32', 'uint64', 'bool')]
+    return [HistoryBuffer, multiarray._reconstruct, multiarray.scalar,
+            np.ndarray, np.dtype, *dtypes, (history_buffer_getattr, 'builtins.getattr')]
 
 
 def _qualified(obj: Any) -> str:
@@ -40,7 +76,6 @@ def allowed_names() -> Dict[str, Any]:
     """``'module.name'`` -> object, for every global a checkpoint may hold."""
     from torch import _weights_only_unpickler as wou
 
-    from .checkpoint_io import allowed_globals
     names: Dict[str, Any] = dict(wou._get_allowed_globals())
     for name in _BUILTINS:
         module, _, attr = name.rpartition('.')
