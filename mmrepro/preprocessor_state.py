@@ -6,7 +6,8 @@ iterations and keeps it in ``_input_size`` until the next draw. MMEngine's check
 does not carry it, so a resumed run would train at the batch's own size until the next
 draw. :func:`capture` reads every such attribute of the model's data preprocessor, the
 hook stores it in the checkpoint's ``mmrepro`` section, and :func:`restore` sets it
-back before the first resumed iteration. (The draws themselves come from python
+back before the first resumed iteration; :class:`PreprocessorState` is the same pair as a
+part of the resume state. (The draws themselves come from python
 ``random`` on rank 0, whose state the section restores too.)
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Dict, List
 
 from torch import nn
 
-__all__ = ['STATE_ATTRS', 'capture', 'restore']
+__all__ = ['STATE_ATTRS', 'PreprocessorState', 'capture', 'restore']
 
 #: Attributes of data-preprocessor submodules that carry state between iterations.
 STATE_ATTRS = ('_input_size',)
@@ -57,3 +58,28 @@ def restore(model: nn.Module, state: Dict[str, Any]) -> List[str]:
         setattr(module, attr, None if value is None else tuple(value))
         restored.append(key)
     return restored
+
+
+class PreprocessorState:
+    """A model's data-preprocessor state as a part of the resume state.
+
+    Args:
+        model: The Runner's model (wrapped or not).
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        #: The entries the last :meth:`load_state_dict` set.
+        self.restored: List[str] = []
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The state between iterations (:func:`capture`)."""
+        return capture(self.model)
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Set a state from :meth:`state_dict`; :attr:`restored` lists what was set.
+
+        Raises:
+            ValueError: see :func:`restore`.
+        """
+        self.restored = restore(self.model, state)

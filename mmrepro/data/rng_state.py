@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -117,6 +117,38 @@ def restore_rng_state(state: Dict[str, Any]) -> None:
             f'device its writer saw), none for this process\'s device cuda:{device}; '
             'resume with the CUDA_VISIBLE_DEVICES of the run that wrote it.')
     torch.cuda.set_rng_state(_cpu(cuda[device] if len(cuda) > 1 else cuda[0]), device)
+
+
+def check_rng_state(state: Any) -> Optional[str]:
+    """What is wrong with a state from :func:`capture_rng_state` (None if nothing)."""
+    if not (isinstance(state, dict) and isinstance(state.get('torch'), torch.Tensor)
+            and isinstance(state.get('python'), (tuple, list))
+            and isinstance(state.get('numpy'), dict)):
+        return 'an RNG state lacks its python/numpy/torch entries'
+    return None
+
+
+class ProcessRNGs:
+    """This process's global RNGs as a part of the resume state.
+
+    ``state_dict`` is :func:`capture_rng_state`, ``load_state_dict`` is
+    :func:`restore_rng_state`; the checkpoint holds one state per rank.
+    """
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Every global RNG state of this process (:func:`capture_rng_state`)."""
+        return capture_rng_state()
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Restore a state from :meth:`state_dict` (:func:`restore_rng_state`).
+
+        Raises:
+            ValueError: the state is malformed, or see :func:`restore_rng_state`.
+        """
+        problem = check_rng_state(state)
+        if problem:
+            raise ValueError(f'mmrepro: cannot restore the RNG states: {problem}.')
+        restore_rng_state(state)
 
 
 def _cpu(tensor: Any) -> torch.Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from mmengine.logging import print_log
 
@@ -39,7 +39,11 @@ class SeededBatchSampler:
     The wrapped (per-rank) batch sampler then only answers attribute lookups.
 
     It can also be positioned for resume: :meth:`resume_at` makes the next pass
-    skip batches at the index level, without loading or augmenting them.
+    skip batches at the index level, without loading or augmenting them. It owns its
+    position as a part of the resume state: :meth:`consumed` tells it how far
+    training got, :meth:`state_dict` says where that is (in global batches where the
+    global stream is on: see :func:`check_position`) and :meth:`load_state_dict`
+    positions the next pass there.
 
     Args:
         batch_sampler: The batch sampler to wrap.
@@ -76,6 +80,8 @@ class SeededBatchSampler:
         self._isolate = needs_isolation(self._source)
         #: The last position given to :meth:`resume_at` (kept after it is used).
         self.positioned: Optional[Tuple[int, int]] = None
+        #: ``(epoch, micro-batches)`` training has consumed, as :meth:`consumed` said.
+        self._consumed: Optional[Tuple[int, int]] = None
 
     @property
     def sampler(self) -> Any:
@@ -120,7 +126,86 @@ class SeededBatchSampler:
         their positions are counted, so the following samples get the keys they
         had in the run that wrote the checkpoint.
         """
-        self._resume = self.positioned = (int(epoch), int(batches))
+        self._resume = self.positioned = self._consumed = (int(epoch), int(batches))
+
+    def consumed(self, epoch: int, batches: int) -> None:
+        """Record that training consumed this rank's first ``batches`` batches of ``epoch``.
+
+        The loader's workers draw batches ahead of training, so only the loop knows how
+        many were trained on; :meth:`state_dict` reports this position.
+        """
+        self._consumed = (int(epoch), int(batches))
+
+    def state_dict(self) -> Dict[str, int]:
+        """Where the next pass starts: the consumed position, in the stream's own units.
+
+        Returns:
+            dict: With the global stream, ``dict(epoch=e, global_batches=g,
+            global_batch=G)`` (``g`` whole global batches of ``G`` samples, i.e.
+            optimizer steps, consumed in sampler epoch ``e``), plus
+            ``micro_batches=r, micro=k`` when this rank is ``r`` of its ``k``
+            micro-batches into the next one. Without it, ``dict(epoch=e, batches=b,
+            unit='rank')``: this rank's own batches. Before anything is consumed, the
+            start of the current epoch.
+        """
+        epoch, batches = self._consumed or (self.current_epoch(), 0)
+        if self.layout is None:
+            return rank_position(epoch, batches)
+        steps, partial = divmod(batches, self.layout.micro)
+        state = dict(epoch=epoch, global_batches=steps, global_batch=self.layout.global_batch)
+        if partial:
+            state.update(micro_batches=partial, micro=self.layout.micro)
+        return state
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Make the next pass start where ``state`` (from :meth:`state_dict`) says.
+
+        Raises:
+            ValueError: see :meth:`local_position`.
+        """
+        self.resume_at(*self.local_position(state))
+
+    def local_position(self, state: Dict[str, Any]) -> Tuple[int, int]:
+        """``(epoch, this rank's batches)`` of a position from :meth:`state_dict`.
+
+        Global batches become ``g x micro`` micro-batches of this layout. A position in
+        ``unit='rank'`` is taken as it is: it is in the batches of the layout that wrote
+        it, which the caller has checked to be this one
+        (:func:`~mmrepro.resume_state.layout_changes`).
+
+        Raises:
+            ValueError: the position is malformed, its global batch is not this run's,
+                or it lies between optimizer steps of another ``accumulative_counts``.
+        """
+        problem = check_position(state)
+        if problem:
+            raise ValueError(f'mmrepro: cannot position the train loader: {problem}.')
+        epoch = state['epoch']
+        if state.get('unit') == 'rank':
+            return epoch, state['batches']
+        if self.layout is not None:
+            micro = self.layout.micro
+            if state['global_batch'] != self.layout.global_batch:
+                raise ValueError(
+                    f"mmrepro: cannot position the train loader: the position counts global "
+                    f"batches of {state['global_batch']} samples, this run's are "
+                    f'{self.layout.global_batch}.')
+        else:  # each rank batches its own share: its batches per global batch
+            per_step = getattr(self.batch_sampler, 'batch_size', None)
+            per_step = per_step * self.world_size if isinstance(per_step, int) else 0
+            if not per_step or state['global_batch'] % per_step:
+                raise ValueError(
+                    f"mmrepro: cannot position the train loader: the position counts global "
+                    f"batches of {state['global_batch']} samples, which this loader's "
+                    'per-rank batches do not divide.')
+            micro = state['global_batch'] // per_step
+        partial = state.get('micro_batches', 0)
+        if partial and state['micro'] != micro:
+            raise ValueError(
+                f"mmrepro: cannot position the train loader: the position is {partial} of "
+                f"{state['micro']} micro-batches into an optimizer step, not at a step "
+                f'boundary, and this run takes {micro} per step.')
+        return epoch, state['global_batches'] * micro + partial
 
     def __iter__(self) -> Iterator[List[SeededIndex]]:
         epoch = self.current_epoch()
@@ -176,3 +261,34 @@ class SeededBatchSampler:
             if batch is None:
                 return
             yield batch
+
+
+def rank_position(epoch: int, batches: int) -> Dict[str, Any]:
+    """A position in one rank's own batches: ``dict(epoch, batches, unit='rank')``."""
+    return dict(epoch=int(epoch), batches=int(batches), unit='rank')
+
+
+def check_position(state: Any) -> Optional[str]:
+    """What is wrong with a position from :meth:`SeededBatchSampler.state_dict` (or None).
+
+    A position is ``dict(epoch, batches, unit='rank')`` or ``dict(epoch,
+    global_batches, global_batch[, micro_batches, micro])`` with ``0 < micro_batches <
+    micro``.
+    """
+    def count(key: str, least: int = 0) -> bool:
+        value = state.get(key)
+        return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+    if not isinstance(state, dict) or not count('epoch'):
+        return f'position {state!r:.80}'
+    if state.get('unit') == 'rank':
+        keys, ok = {'epoch', 'batches', 'unit'}, count('batches')
+    elif 'micro_batches' in state:
+        keys = {'epoch', 'global_batches', 'global_batch', 'micro_batches', 'micro'}
+        ok = (count('global_batches') and count('global_batch', 1) and
+              count('micro_batches', 1) and count('micro', 2) and
+              state['micro_batches'] < state['micro'])
+    else:
+        keys = {'epoch', 'global_batches', 'global_batch'}
+        ok = count('global_batches') and count('global_batch', 1)
+    return None if ok and set(state) == keys else f'position {state!r:.80}'

@@ -9,13 +9,13 @@ from mmengine.hooks import CheckpointHook, Hook
 from mmengine.registry import HOOKS
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
 
-from .. import preprocessor_state
 from ..data.global_stream import accumulative_counts
-from ..data.rng_state import capture_rng_state, restore_rng_state
-from ..data.seeded_batch_sampler import SeededBatchSampler
+from ..data.rng_state import ProcessRNGs
+from ..data.seeded_batch_sampler import SeededBatchSampler, rank_position
 from ..data_fingerprint import check_mode
 from ..patches.epoch_loop import OFFSET_ATTR
 from ..patches.runner_randomness import SETTINGS_ATTR, log_pending
+from ..preprocessor_state import PreprocessorState
 from ..record.weights import RECORD_KEY, WeightsLedger
 from ..resume_state import NOT_RESTORED, build_section, check_section, layout_changes
 from ..run_record import collect_run_record, write_run_record
@@ -82,7 +82,7 @@ class ReproducibilityHook(Hook):
         self.fingerprint = check_mode(fingerprint)
         self._tracer: Any = None
         self._record: Optional[Dict[str, Any]] = None
-        self._position: Optional[Dict[str, int]] = None
+        self._position: Optional[Dict[str, Any]] = None  # the batch sampler's state
         self._gathered: Optional[List[Dict[str, Any]]] = None
         self._resumed: Optional[Dict[str, Any]] = None
         self._micro: Optional[int] = None  # micro-batches per step; 0: draws not keyed
@@ -142,16 +142,16 @@ class ReproducibilityHook(Hook):
         loop = runner.train_loop
         if isinstance(loop, IterBasedTrainLoop):
             epoch = self._loader_epoch(runner)
-            self._position = (dict(epoch=epoch, batches=runner.iter + 1)
+            self._position = (self._consumed(runner, epoch, runner.iter + 1)
                               if epoch is not None else None)
         else:
-            self._position = dict(epoch=runner.epoch, batches=batch_idx + 1)
+            self._position = self._consumed(runner, runner.epoch, batch_idx + 1)
         self._gather_if_due(runner, by_epoch=False)
 
     def after_train_epoch(self, runner) -> None:
         """The next pass starts a new sampler epoch at batch 0."""
         if isinstance(runner.train_loop, EpochBasedTrainLoop):
-            self._position = dict(epoch=runner.epoch + 1, batches=0)
+            self._position = self._consumed(runner, runner.epoch + 1, 0)
         self._gather_if_due(runner, by_epoch=True)
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
@@ -160,7 +160,7 @@ class ReproducibilityHook(Hook):
         if settings is None:
             return
         world_size = get_world_size()
-        rng = self._gathered if self._gathered is not None else [capture_rng_state()]
+        rng = self._gathered if self._gathered is not None else [ProcessRNGs().state_dict()]
         self._gathered = None
         if len(rng) != world_size:
             runner.logger.warning(
@@ -174,7 +174,7 @@ class ReproducibilityHook(Hook):
             self._write_record(runner)
         checkpoint['mmrepro'] = build_section(
             settings['seed'], settings, world_size, self._batch_size(runner), loop,
-            self._position, rng, preprocessor_state.capture(runner.model))
+            self._position, rng, PreprocessorState(runner.model).state_dict())
 
     # --------------------------------------------------------------- resuming
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
@@ -210,11 +210,12 @@ class ReproducibilityHook(Hook):
         section, self._resumed = self._resumed, None
         if section is None:
             return
-        restore_rng_state(section['rng'][get_rank()])
-        restored = preprocessor_state.restore(runner.model, section.get('preprocessor', {}))
-        if restored:
+        ProcessRNGs().load_state_dict(section['rng'][get_rank()])
+        preprocessor = PreprocessorState(runner.model)
+        preprocessor.load_state_dict(section.get('preprocessor', {}))
+        if preprocessor.restored:
             runner.logger.info('mmrepro: restored the data preprocessor\'s '
-                               f"{', '.join(restored)}")
+                               f"{', '.join(preprocessor.restored)}")
         position = section.get('position')
         self._position = position
         if not position:
@@ -225,7 +226,7 @@ class ReproducibilityHook(Hook):
             runner.logger.warning('mmrepro: sample seeding is off, so the data position '
                                   'is not restored.')
             return
-        target = (position['epoch'], position['batches'])
+        target = sampler.local_position(position)  # (epoch, this rank's batches)
         if isinstance(loop, IterBasedTrainLoop):
             if sampler.positioned == target:
                 loop.dataloader_iterator = FastForwardIterator(loop.dataloader_iterator,
@@ -236,7 +237,7 @@ class ReproducibilityHook(Hook):
         else:
             if sampler.positioned != target:
                 sampler.resume_at(*target)
-            setattr(loop, OFFSET_ATTR, position['batches'])
+            setattr(loop, OFFSET_ATTR, target[1])
         runner.logger.info(f'mmrepro: resumed RNG states and data position '
                            f"(sampler epoch {target[0]}, {target[1]} batches done).")
 
@@ -246,6 +247,19 @@ class ReproducibilityHook(Hook):
         loader = runner.train_dataloader
         return getattr(loader, 'batch_size', None) or getattr(
             loader.batch_sampler, 'batch_size', None)
+
+    @staticmethod
+    def _consumed(runner, epoch: int, batches: int) -> Dict[str, Any]:
+        """Tell the train batch sampler what training consumed; return its state.
+
+        Only the loop knows how many batches were trained on (the loader's workers
+        draw ahead); a sampler that is not mmrepro's gets a position in its own batches.
+        """
+        sampler = runner.train_dataloader.batch_sampler
+        if not isinstance(sampler, SeededBatchSampler):
+            return rank_position(epoch, batches)
+        sampler.consumed(epoch, batches)
+        return sampler.state_dict()
 
     @staticmethod
     def _loader_epoch(runner) -> Optional[int]:
@@ -260,7 +274,7 @@ class ReproducibilityHook(Hook):
     def _gather_if_due(self, runner, by_epoch: bool) -> None:
         if get_world_size() == 1 or not self._checkpoint_due(runner, by_epoch):
             return
-        self._gathered = all_gather_object(capture_rng_state())
+        self._gathered = all_gather_object(ProcessRNGs().state_dict())
 
     @staticmethod
     def _checkpoint_due(runner, by_epoch: bool) -> bool:

@@ -73,7 +73,7 @@ def _position(loader: DataLoader, section: Any, batch_size: Optional[int]) -> No
     section = check_section(section)
     position = section.get('position')
     if position and not layout_changes(section, get_world_size(), batch_size):
-        loader.batch_sampler.resume_at(position['epoch'], position['batches'])
+        loader.batch_sampler.load_state_dict(position)
 
 
 def _global_batches(cfg: Any, loader: DataLoader, seed: int, layout: Layout,
