@@ -71,8 +71,10 @@ def test_pinned_process_computes_what_an_avx2_launch_computes(tmp_path):
     assert run('launched', {**base, **cpu_isa.environment('avx2')}) == pinned
     free = run('free', base)
     assert free[0] == cpu_isa.capability()
-    if free[0] == 'AVX512':  # wider vectors add in another order, in every library
-        assert all(f != p for f, p in zip(free[1:], pinned[1:], strict=True)), (free, pinned)
+    if free[0] == 'AVX512':  # wider vectors add in another order: the pin changes bits
+        # (which of PyTorch's, MKL's and oneDNN's kernels differ depends on the CPU model:
+        # on some, MKL's AVX-512 matrix product gives the AVX2 bits)
+        assert any(f != p for f, p in zip(free[1:], pinned[1:], strict=True)), (free, pinned)
 
 
 @pytest.mark.slow
