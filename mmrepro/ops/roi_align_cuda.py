@@ -3,7 +3,7 @@
 - Forward: mmcv's own ``roi_align_forward`` where it supports the dtype (float16/32/64).
   It computes each output element by itself (no atomics), so it is deterministic and
   bit-identical to ``mmcv.ops.RoIAlign``. bfloat16, or an mmcv without its compiled
-  ops, falls back to mmrepro's pure-PyTorch forward (``roi_align.py``).
+  ops, falls back to mmrepro's pure-PyTorch forward (``roi_align_plan.py``).
 - Backward: :func:`mmrepro.ops.roi_align_kernels.roi_align_backward`, entries sorted
   by feature pixel then summed per pixel in that fixed order (Triton), accumulating in
   float32 (float64 for float64 inputs).
@@ -25,8 +25,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .roi_align import _Plan, _pool, _roi_geometry
 from .roi_align_kernels import roi_align_backward
+from .roi_align_plan import Plan, pool, roi_geometry
 
 #: dtypes mmcv 2.1.0's CUDA/CPU kernels are compiled for.
 MMCV_DTYPES = (torch.float16, torch.float32, torch.float64)
@@ -71,13 +71,13 @@ class TritonRoIAlignFunction(torch.autograd.Function):
         pooled = (pooled_h, pooled_w)
         out = _mmcv_forward(input, rois, pooled, spatial_scale, sampling_ratio, aligned)
         if out is None:
-            plan = _Plan(rois, pooled_h, pooled_w, spatial_scale, sampling_ratio, aligned,
-                         input.size(1), budget)
+            plan = Plan(rois, pooled_h, pooled_w, spatial_scale, sampling_ratio, aligned,
+                        input.size(1), budget)
             geometry = plan.geometry
-            out = _pool(input, plan, 'avg')[0]
+            out = pool(input, plan, 'avg')[0]
         else:
-            geometry = _roi_geometry(rois, pooled_h, pooled_w, spatial_scale,
-                                     sampling_ratio, aligned)
+            geometry = roi_geometry(rois, pooled_h, pooled_w, spatial_scale,
+                                    sampling_ratio, aligned)
         ctx.geometry = geometry
         ctx.input_shape = input.shape
         ctx.save_for_backward(rois)  # guards against in-place edits of the rois

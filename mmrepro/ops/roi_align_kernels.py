@@ -50,7 +50,7 @@ def build_entries(geometry: Tuple[Tensor, ...], batch: Tensor, pooled: Tuple[int
 
     Args:
         geometry: ``(start_h, start_w, bin_h, bin_w, grid_h, grid_w, count)`` per RoI,
-            as :func:`mmrepro.ops.roi_align._roi_geometry` returns them.
+            as :func:`mmrepro.ops.roi_align_plan.roi_geometry` returns them.
         batch: ``(K,)`` int batch index of every RoI.
         pooled: ``(pooled_h, pooled_w)``.
         height: Feature map height.

@@ -13,8 +13,8 @@ import pytest
 import torch
 from repro_utils import skip_unless_triton_kernels_run
 
-from mmrepro.ops.roi_align import _roi_geometry
 from mmrepro.ops.roi_align_kernels import build_entries, csr_rows, roi_align_backward
+from mmrepro.ops.roi_align_plan import roi_geometry as _roi_geometry
 
 skip_unless_triton_kernels_run()
 
