@@ -86,7 +86,7 @@ def main() -> None:
     import torch
 
     from mmrepro.demo import make_tiny_coco
-    from mmrepro.op_audit import audit_model
+    from mmrepro.ops.op_audit import audit_model
     data = make_tiny_coco(args.data)['root'].rstrip('/') + '/'
     sync = torch.cuda.synchronize if args.device == 'cuda' else (lambda: None)
     where = f'resized to {args.scale[0]}x{args.scale[1]}' if args.scale else 'demo pipeline'

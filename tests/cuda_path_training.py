@@ -91,8 +91,8 @@ def train(family: str, data_root: str) -> Dict[str, Any]:
     from triton.runtime.interpreter import InterpretedFunction
 
     from mmrepro.cli import support_matrix as sm
-    from mmrepro.op_audit import audit_model
     from mmrepro.ops import adaptive_pool
+    from mmrepro.ops.op_audit import audit_model
 
     before = os.environ.get(sm.DATA_ENV)
     os.environ[sm.DATA_ENV] = osp.join(data_root, '')  # read while the config is parsed

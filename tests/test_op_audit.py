@@ -1,4 +1,4 @@
-"""mmrepro.op_audit on a real mmdet Faster R-CNN and on models with unsupported mmcv ops."""
+"""mmrepro.ops.op_audit on a real mmdet Faster R-CNN and on models with unsupported mmcv ops."""
 from __future__ import annotations
 
 import importlib
@@ -10,8 +10,8 @@ import torch
 from doc_examples import assert_shows
 from torch import nn
 
-from mmrepro.op_audit import NONDETERMINISTIC_MMCV_OPS, audit_model, format_audit
 from mmrepro.ops import DeterministicRoIAlign
+from mmrepro.ops.op_audit import NONDETERMINISTIC_MMCV_OPS, audit_model, format_audit
 
 mmcv_ops = pytest.importorskip('mmcv.ops')
 mmdet = pytest.importorskip('mmdet')

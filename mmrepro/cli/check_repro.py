@@ -275,9 +275,9 @@ def pytorch_alerts(logs: Dict[str, str]) -> Dict[str, List[str]]:
 
 
 def mmcv_op_audit(cfg: Any) -> Optional[List[Dict[str, str]]]:
-    """:func:`mmrepro.op_audit.audit_model` on the config's model (None if unavailable)."""
+    """:func:`mmrepro.ops.op_audit.audit_model` on the config's model (None if unavailable)."""
     try:
-        from ..op_audit import audit_model
+        from ..ops.op_audit import audit_model
     except ImportError:
         return None
     from mmengine.registry import MODELS, init_default_scope
@@ -308,7 +308,7 @@ def _report_nondeterminism(cfg: Any, logs: Dict[str, str],
         lines.append(f"  mmcv ops: {result['audit']}")
         return lines
     if entries is None:
-        lines.append('  mmcv ops: not audited (mmrepro.op_audit is not available)')
+        lines.append('  mmcv ops: not audited (mmrepro.ops.op_audit is not available)')
     elif not entries:
         lines.append('  mmcv ops: none nondeterministic on CUDA in the model')
     for entry in entries or []:

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 from torch import nn
 
-from .ops.replace import is_mmcv_roi_align, replace_roi_align
+from .replace import is_mmcv_roi_align, replace_roi_align
 
 __all__ = ['NONDETERMINISTIC_MMCV_OPS', 'NONDETERMINISTIC_TORCH_USERS', 'REPLACED_OPS',
            'audit_model', 'format_audit']
@@ -134,9 +134,9 @@ def _fix(entry: Dict[str, str], replace: bool) -> str:
 
 def _replace(model: nn.Module, entries: List[Dict[str, str]]) -> None:
     """Make every replaceable listed layer deterministic, and mark its entry."""
-    from .ops.adaptive_pool import swap_adaptive_pools
-    from .ops.csr_kernels import triton_status
-    from .ops.routing import activate
+    from .adaptive_pool import swap_adaptive_pools
+    from .csr_kernels import triton_status
+    from .routing import activate
     triton_ok, why_not = triton_status()
     replaced = set()
     if any(is_mmcv_roi_align(m) for m in model.modules()):

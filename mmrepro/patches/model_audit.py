@@ -30,7 +30,7 @@ def build_model(self: Runner, model: Any) -> Any:
     log_pending(self)
     if not settings['deterministic']:
         return model
-    from ..op_audit import audit_model, format_audit
+    from ..ops.op_audit import audit_model, format_audit
     entries = audit_model(model, deterministic=True, strict=settings['strict'], replace=True)
     setattr(self, AUDIT_ATTR, entries)
     remaining = any(e['action'] != 'replaced' for e in entries)

@@ -13,8 +13,8 @@ import torch
 from repro_utils import skip_unless_triton_kernels_run
 from torch import nn
 
-from mmrepro.op_audit import audit_model
 from mmrepro.ops import DeterministicAdaptiveAvgPool2d, deformable, routing
+from mmrepro.ops.op_audit import audit_model
 
 skip_unless_triton_kernels_run()
 mmcv_ops = pytest.importorskip('mmcv.ops', reason='mmcv with compiled ops is not installed')
