@@ -116,7 +116,7 @@ def test_console_scripts_and_module_entry_points(user_env):
     for script, word in (('mmrepro-train', '--seed'), ('mmrepro-check', '--resume-check'),
                          ('mmrepro-diff', '--plot'), ('mmrepro-matrix', '--families'),
                          ('mmrepro-demo-data', '--num-train'),
-                         ('mmrepro-digest', 'CHECKPOINT')):
+                         ('mmrepro-digest', 'CHECKPOINT'), ('mmrepro-bundle', '--weights')):
         out = _run(osp.join(user_env['bin'], script), '--help', cwd=user_env['outside'])
         assert word in out.stdout, (script, out.stdout[:500])
     out = _run(user_env['python'], '-m', 'mmrepro.cli.train', '--help',

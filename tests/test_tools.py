@@ -34,7 +34,7 @@ def _undocumented(help_text: str) -> list:
 
 def test_every_python_tool_is_checked():
     names = [osp.basename(path) for path in TOOLS]
-    assert names == ['check_repro.py', 'make_demo_data.py', 'repro_diff.py',
+    assert names == ['bundle.py', 'check_repro.py', 'make_demo_data.py', 'repro_diff.py',
                      'support_matrix.py', 'train.py', 'weights_digest.py']
 
 

@@ -23,70 +23,26 @@ record, trace, log or checkpoint; the message names the file) or bad arguments,
 from __future__ import annotations
 
 import argparse
-import glob
 import json
-import os.path as osp
 import sys
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..checks.evidence import Comparison, Evidence, compare_evidence, weights_lines
-from ..checks.weights_index import WeightsReadError, read_checkpoint
-from ..run_record import (
-    MISSING,
-    RECORD_NAME,
-    REQUIRED_KEYS,
-    RunRecordError,
-    diff_records,
-    load_run_record,
-)
-from ..trace import (
-    TRACE_NAME,
-    TraceDiff,
-    TraceError,
-    comparable_sections,
-    compare_traces,
-    describe_diff,
-    read_trace,
-)
+from ..checks.evidence import Comparison, compare_evidence, weights_lines
+from ..checks.run_data import SCALARS, RunData, load_run, read_scalars
+from ..checks.weights_index import WeightsReadError
+from ..record.bundle import BundleError
+from ..run_record import MISSING, RunRecordError, diff_records
+from ..trace import TraceDiff, TraceError, comparable_sections, compare_traces, describe_diff
 from .config_args import ArgumentParser
 from .diff_plot import loss_points, plot_losses
 from .diff_verdict import sort_settings, verdict_lines
 
+__all__ = ['SCALARS', 'load_run', 'main', 'read_scalars']
+
 PROG = 'repro_diff'
 #: Exit status when nothing both runs hold could be compared.
 INCONCLUSIVE = 3
-CHECKPOINT_SUFFIXES = ('.pth', '.pt', '.ckpt')
-SCALARS = osp.join('vis_data', 'scalars.json')
 _SHORT = 100  # longest value shown in full
-
-
-@dataclass
-class RunData:
-    """What could be read of one run.
-
-    Attributes:
-        label: ``A`` or ``B``.
-        path: The path given on the command line.
-        record: The run record (None for a checkpoint written without one).
-        source: The file the record was read from.
-        log_dir: The log dir (None for a checkpoint).
-        trace: ``(header, lines)`` of its trace, if any.
-        scalars: Its logged training rows (with a ``loss``), if any.
-        stitched: ``(log dir, first iteration, last iteration)`` of each log dir whose
-            rows were joined (a work dir trained, stopped and resumed), else empty.
-        evidence: What it can be compared on (:class:`Evidence`).
-    """
-
-    label: str
-    path: str
-    record: Optional[Dict[str, Any]]
-    source: str
-    log_dir: Optional[str] = None
-    trace: Optional[Tuple[Dict[str, Any], List[Dict[str, Any]]]] = None
-    scalars: List[Dict[str, Any]] = field(default_factory=list)
-    stitched: List[Tuple[str, int, int]] = field(default_factory=list)
-    evidence: Evidence = field(default_factory=lambda: Evidence('?'))
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -98,111 +54,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         'arguments, or a run record, trace, log or checkpoint is missing or corrupted '
         '(the file and problem are named); 3 inconclusive: nothing both runs hold could be '
         'compared')
-    parser.add_argument('run_a', help='work dir, log dir, run_record.json or checkpoint')
-    parser.add_argument('run_b', help='work dir, log dir, run_record.json or checkpoint')
+    parser.add_argument('run_a', help='work dir, log dir, run_record.json, checkpoint or '
+                        'bundle (.tar.gz)')
+    parser.add_argument('run_b', help='work dir, log dir, run_record.json, checkpoint or '
+                        'bundle (.tar.gz)')
     parser.add_argument('--plot', metavar='OUT.png', help='write both loss curves here')
     return parser.parse_args(argv)
-
-
-def read_scalars(path: str) -> List[Dict[str, Any]]:
-    """The training rows (those with ``loss`` and ``iter``) of a ``scalars.json`` log.
-
-    Raises:
-        RunRecordError: A line other than a cut-short last one is not JSON.
-    """
-    rows: List[Dict[str, Any]] = []
-    with open(path, encoding='utf-8', errors='replace') as f:
-        lines = f.read().split('\n')
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            if number >= len(lines) - 1:  # the last line, cut short by a crash
-                break
-            raise RunRecordError(f'{path}: line {number} is not valid JSON ({err.msg}); '
-                                 'the scalars log is corrupted') from None
-        if isinstance(row, dict) and 'loss' in row and isinstance(row.get('iter'), int):
-            rows.append(row)
-    return rows
-
-
-def load_checkpoint_run(label: str, path: str) -> RunData:
-    """A checkpoint file as a run: its weights, and its ``meta['run_record']`` if any.
-
-    Raises:
-        RunRecordError: The checkpoint cannot be read, or its record is incomplete.
-    """
-    try:
-        checkpoint, iteration = read_checkpoint(path)
-    except WeightsReadError as err:
-        raise RunRecordError(str(err)) from None
-    meta = checkpoint.get('meta') if isinstance(checkpoint, dict) else None
-    record = meta.get('run_record') if isinstance(meta, dict) else None
-    if record is not None and not (isinstance(record, dict)
-                                   and all(k in record for k in REQUIRED_KEYS)):
-        raise RunRecordError(f"{path}: meta['run_record'] is not a complete run record")
-    at = iteration if iteration is not None else 0
-    run = RunData(label, path, record, path)
-    run.evidence = Evidence(label, checkpoint=at)
-    run.evidence.weights.files[at] = path
-    return run
-
-
-def load_run(label: str, path: str) -> RunData:
-    """Read the record, trace, scalars log and weights of one run.
-
-    Given a work dir with several log dirs (a run stopped and resumed, each start
-    writing its own ``<timestamp>/``), the traces and scalars logs of all of them are
-    joined in iteration order, a later log dir's row replacing an earlier one's for the
-    same iteration; the record is the newest one. The weights are those recorded in
-    every log dir's record and those of the checkpoints in the work dir.
-
-    Raises:
-        RunRecordError: The record (or the scalars log) is missing or corrupted.
-        TraceError: The trace exists but is corrupted.
-    """
-    if path.endswith(CHECKPOINT_SUFFIXES) and not osp.isdir(path):
-        return load_checkpoint_run(label, path)
-    record, source = load_run_record(path)
-    run = RunData(label, path, record, source)
-    run.log_dir = osp.dirname(source)
-    log_dirs = [run.log_dir]
-    work_dir = osp.dirname(run.log_dir) or '.'
-    if osp.samefile(work_dir, path):
-        log_dirs = sorted(osp.dirname(p) for p in glob.glob(
-            osp.join(glob.escape(path), '*', RECORD_NAME)))
-    traces = {d: read_trace(osp.join(d, TRACE_NAME)) for d in log_dirs
-              if osp.isfile(osp.join(d, TRACE_NAME))}
-    scalars = {d: read_scalars(osp.join(d, SCALARS)) for d in log_dirs
-               if osp.isfile(osp.join(d, SCALARS))}
-    if traces:
-        header = traces[log_dirs[-1]][0] if log_dirs[-1] in traces else \
-            list(traces.values())[-1][0]
-        run.trace = (header, _join_by_iteration(
-            [lines for head, lines in traces.values()
-             if head.get('version') == header.get('version')]))
-    run.scalars = _join_by_iteration(list(scalars.values()))
-    if len(log_dirs) > 1:
-        for log_dir in log_dirs:  # each dir's iterations: from its trace, else its log
-            rows = traces[log_dir][1] if log_dir in traces else scalars.get(log_dir, [])
-            if rows:
-                run.stitched.append((osp.basename(log_dir), rows[0]['iter'],
-                                     rows[-1]['iter']))
-    run.evidence = Evidence(label, run.scalars, run.trace[1] if run.trace else None)
-    run.evidence.weights.add_records([load_run_record(d)[0] for d in log_dirs[:-1]]
-                                     + [record])
-    run.evidence.weights.add_work_dir(work_dir)
-    return run
-
-
-def _join_by_iteration(parts: Sequence[Sequence[Dict[str, Any]]]) -> List[Dict[str, Any]]:
-    """Rows of every part by ``iter``; a later part's row wins for the same iteration."""
-    joined: Dict[int, Dict[str, Any]] = {}
-    for rows in parts:
-        joined.update((row['iter'], row) for row in rows)
-    return [joined[i] for i in sorted(joined)]
 
 
 def _show(value: Any) -> str:
@@ -369,7 +226,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     try:
         return run_diff(args)
-    except (RunRecordError, TraceError, WeightsReadError, OSError) as err:  # OSError: plot
+    except (RunRecordError, TraceError, WeightsReadError, BundleError, OSError) as err:
         print(f'{PROG}: error: {err}', file=sys.stderr)
         return 2
 

@@ -1,0 +1,155 @@
+"""A baseline bundle: what a team shares instead of a work dir, in one file.
+
+``mmrepro-bundle WORK_DIR OUT.tar.gz`` packs, from every log dir of the work dir (a
+run stopped and resumed has several): the run record (which holds the data
+fingerprint and the weights digest of every checkpoint), the trace, the logged losses
+(``vis_data/scalars.json``) and the config dump; plus ``bundle.json``, listing each
+checkpoint of the work dir with its iteration and weights digest. The last checkpoint
+(the one ``last_checkpoint`` names) goes in only with ``weights=True``. ``mmrepro-diff``
+takes a bundle wherever it takes a work dir.
+
+Unpacking refuses any member outside the bundle's own directory, links and devices.
+"""
+from __future__ import annotations
+
+import glob
+import io
+import json
+import os
+import os.path as osp
+import tarfile
+from typing import Any, Dict, List
+
+from ..run_record import RECORD_NAME
+from ..trace import TRACE_NAME
+
+#: ``format`` of ``bundle.json``.
+BUNDLE_FORMAT = 'mmrepro-bundle'
+BUNDLE_VERSION = 1
+MANIFEST = 'bundle.json'
+#: Files taken from each log dir (besides ``trace_rank*.jsonl``).
+LOG_FILES = (RECORD_NAME, TRACE_NAME, osp.join('vis_data', 'scalars.json'),
+             osp.join('vis_data', 'config.py'))
+
+
+class BundleError(ValueError):
+    """A work dir cannot be bundled, or a file is not a readable bundle."""
+
+
+def is_bundle(path: str) -> bool:
+    """Whether ``path`` names a bundle file (``.tar.gz``/``.tgz``)."""
+    return path.endswith(('.tar.gz', '.tgz'))
+
+
+def _members(work_dir: str) -> List[str]:
+    """Paths, relative to ``work_dir``, of what the bundle holds from it."""
+    log_dirs = sorted(osp.dirname(p) for p in glob.glob(
+        osp.join(glob.escape(work_dir), '*', RECORD_NAME)))
+    if not log_dirs:
+        raise BundleError(f'{work_dir}: no {RECORD_NAME} in a log dir under it; give the '
+                          'work dir of a run trained with mmrepro')
+    found = []
+    for log_dir in log_dirs:
+        names = [*LOG_FILES, *(osp.basename(p) for p in sorted(glob.glob(
+            osp.join(glob.escape(log_dir), 'trace_rank*.jsonl'))))]
+        found += [osp.relpath(osp.join(log_dir, n), work_dir) for n in names
+                  if osp.isfile(osp.join(log_dir, n))]
+    return found + sorted(osp.basename(p) for p in glob.glob(
+        osp.join(glob.escape(work_dir), '*.py')))
+
+
+def _last_checkpoint(work_dir: str) -> str:
+    """The name of the checkpoint ``last_checkpoint`` names (in ``work_dir``)."""
+    try:
+        with open(osp.join(work_dir, 'last_checkpoint'), encoding='utf-8') as f:
+            path = f.read().strip()
+    except OSError:
+        path = ''
+    name = osp.basename(path)
+    if not name or not osp.isfile(osp.join(work_dir, name)):
+        raise BundleError(f'{work_dir}: no last_checkpoint naming a checkpoint in it, so '
+                          'there are no weights to pack; leave out --weights')
+    return name
+
+
+def pack(work_dir: str, out: str, weights: bool = False) -> Dict[str, Any]:
+    """Write the bundle of ``work_dir`` to ``out``; return its manifest.
+
+    Args:
+        work_dir: The run's work dir.
+        out: The ``.tar.gz`` to write; an existing file is never overwritten.
+        weights: Also pack the last checkpoint file.
+
+    Raises:
+        BundleError: Nothing to bundle, ``out`` exists, or a checkpoint is unreadable.
+    """
+    from ..checks.weights_index import WeightsReadError, checkpoint_weights
+    if not is_bundle(out):
+        raise BundleError(f'{out}: a bundle is a .tar.gz file; name it e.g. baseline.tar.gz')
+    if osp.exists(out):
+        raise BundleError(f'{out} exists; nothing was written (remove it or choose another '
+                          'name)')
+    members = _members(work_dir)
+    checkpoints = {}
+    for path in sorted(glob.glob(osp.join(glob.escape(work_dir), '*.pth'))):
+        try:
+            found = checkpoint_weights(path)
+        except WeightsReadError as err:
+            raise BundleError(f'cannot bundle {path}: {err}') from None
+        checkpoints[osp.basename(path)] = dict(iter=found.iteration, sha256=found.digest,
+                                               covers=found.covers)
+    if weights:
+        members.append(_last_checkpoint(work_dir))
+    manifest = dict(format=BUNDLE_FORMAT, version=BUNDLE_VERSION,
+                    work_dir=osp.basename(osp.normpath(work_dir)), weights=weights,
+                    checkpoints=checkpoints, files=members)
+    partial = f'{out}.partial'
+    with tarfile.open(partial, 'w:gz') as tar:
+        data = json.dumps(manifest, indent=2).encode()
+        info = tarfile.TarInfo(MANIFEST)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        for name in members:
+            tar.add(osp.join(work_dir, name), arcname=name, recursive=False)
+    os.replace(partial, out)
+    return manifest
+
+
+def unpack(path: str, into: str) -> Dict[str, Any]:
+    """Extract a bundle into the directory ``into``; return its manifest.
+
+    Raises:
+        BundleError: Not a bundle, or a member that would land outside ``into``.
+    """
+    if not osp.isfile(path):
+        raise BundleError(f'{path}: no such file; expected a bundle (.tar.gz) written by '
+                          'mmrepro-bundle')
+    try:
+        with tarfile.open(path, 'r:gz') as tar:
+            for member in tar.getmembers():
+                target = osp.realpath(osp.join(into, member.name))
+                if not (member.isfile() or member.isdir()) or not target.startswith(
+                        osp.realpath(into) + os.sep):
+                    raise BundleError(f'{path}: member {member.name!r} is not a plain file '
+                                      'inside the bundle; refused, nothing used')
+            if hasattr(tarfile, 'data_filter'):  # Python 3.11.4+: no links, no devices
+                tar.extractall(into, filter='data')
+            else:
+                tar.extractall(into)
+        with open(osp.join(into, MANIFEST), encoding='utf-8') as f:
+            manifest = json.load(f)
+    except (tarfile.TarError, OSError, EOFError, json.JSONDecodeError) as err:
+        raise BundleError(f'{path}: not a readable mmrepro bundle ({err})') from None
+    if not isinstance(manifest, dict) or manifest.get('format') != BUNDLE_FORMAT:
+        raise BundleError(f'{path}: {MANIFEST} is not an mmrepro bundle manifest')
+    return manifest
+
+
+def manifest_digests(manifest: Dict[str, Any]) -> Dict[int, str]:
+    """Iteration -> weights digest of the checkpoints a manifest lists."""
+    out: Dict[int, str] = {}
+    for entry in (manifest.get('checkpoints') or {}).values():
+        if isinstance(entry, dict) and isinstance(entry.get('iter'), int) and \
+                isinstance(entry.get('sha256'), str):
+            out[entry['iter']] = entry['sha256']
+    return out

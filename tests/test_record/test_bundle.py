@@ -1,0 +1,95 @@
+"""mmrepro.record.bundle and mmrepro-bundle: one file to share instead of a work dir."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+
+import pytest
+import torch
+from mmengine.runner import Runner
+from support.toy_runner import runner_kwargs
+
+import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+from mmrepro.checkpoint_io import safe_load
+from mmrepro.cli.bundle import main as bundle_main
+from mmrepro.cli.repro_diff import main as diff_main
+from mmrepro.record.bundle import BundleError, unpack
+
+HOOKS = [dict(type='ReproducibilityHook', trace_interval=8)]
+
+
+@pytest.fixture(scope='module')
+def toy_runs(tmp_path_factory):
+    """Two bit-identical toy runs (3 epochs of 8 iterations, a checkpoint each epoch)."""
+    root = tmp_path_factory.mktemp('bundle')
+    for name in ('a', 'b'):
+        torch.manual_seed(0)  # the model is built before the Runner seeds
+        Runner(**runner_kwargs(root / name, HOOKS)).train()
+    return root
+
+
+def _members(path):
+    with tarfile.open(path, 'r:gz') as tar:
+        return sorted(m.name for m in tar.getmembers())
+
+
+def test_bundle_holds_records_traces_logs_and_digests_not_weights(toy_runs, tmp_path, capsys):
+    out = str(tmp_path / 'a.tar.gz')
+    assert bundle_main([str(toy_runs / 'a'), out]) == 0
+    assert capsys.readouterr().out.startswith(f'bundle: {out} (')
+    names = _members(out)
+    assert not [n for n in names if n.endswith('.pth')]
+    assert [n.split('/', 1)[1] for n in names if '/' in n] == [
+        'run_record.json', 'trace.jsonl', 'vis_data/config.py', 'vis_data/scalars.json']
+    manifest = unpack(out, str(tmp_path / 'x'))
+    assert manifest['weights'] is False and sorted(manifest['checkpoints']) == [
+        'epoch_1.pth', 'epoch_2.pth', 'epoch_3.pth']
+    last = safe_load(str(toy_runs / 'a' / 'epoch_3.pth'))
+    assert manifest['checkpoints']['epoch_3.pth'] == dict(
+        iter=24, sha256=last['meta']['weights_sha256'], covers='state_dict')
+    with_weights = str(tmp_path / 'w.tar.gz')
+    assert bundle_main([str(toy_runs / 'a'), with_weights, '--weights']) == 0
+    assert [n for n in _members(with_weights) if n.endswith('.pth')] == ['epoch_3.pth']
+
+
+def test_diff_compares_a_bundle_like_its_work_dir(toy_runs, tmp_path, capsys):
+    a, b = str(tmp_path / 'a.tar.gz'), str(tmp_path / 'b.tar.gz')
+    assert bundle_main([str(toy_runs / 'a'), a]) == 0
+    assert bundle_main([str(toy_runs / 'b'), b]) == 0
+    capsys.readouterr()
+    for other in (b, str(toy_runs / 'b')):
+        assert diff_main([a, other]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f'A: {a} (bundle: ')
+        assert 'compared: 24 logged iterations' not in out  # logged every 100 iterations
+        assert 'final weights and 2 earlier checkpoints' in out
+        assert 'bit-identical, as expected' in out
+
+
+def test_an_existing_bundle_is_never_overwritten(toy_runs, tmp_path, capsys):
+    out = tmp_path / 'a.tar.gz'
+    out.write_bytes(b'mine')
+    assert bundle_main([str(toy_runs / 'a'), str(out)]) == 2
+    assert capsys.readouterr().err == (f'mmrepro-bundle: error: {out} exists; nothing was '
+                                       'written (remove it or choose another name)\n')
+    assert out.read_bytes() == b'mine'
+    assert bundle_main([str(tmp_path), str(tmp_path / 'b.tar.gz')]) == 2
+    assert capsys.readouterr().err == (
+        f'mmrepro-bundle: error: {tmp_path}: no run_record.json in a log dir under it; give '
+        'the work dir of a run trained with mmrepro\n')
+    assert not os.path.exists(tmp_path / 'b.tar.gz')
+
+
+def test_a_member_outside_the_bundle_is_refused(tmp_path):
+    evil = str(tmp_path / 'evil.tar.gz')
+    with tarfile.open(evil, 'w:gz') as tar:
+        data = json.dumps(dict(format='mmrepro-bundle')).encode()
+        info = tarfile.TarInfo('../escaped.json')
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(BundleError, match=r"member '../escaped.json' is not a plain file "
+                       'inside the bundle; refused'):
+        unpack(evil, str(tmp_path / 'into'))
+    assert not (tmp_path / 'escaped.json').exists()
