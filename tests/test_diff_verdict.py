@@ -1,5 +1,5 @@
 """mmrepro.cli.diff_verdict: a data or a numeric difference, and its causes ranked."""
-from mmrepro.cli.diff_verdict import sort_settings, verdict_lines
+from mmrepro.cli.diff_verdict import settings_verdict, sort_settings, verdict_lines
 
 EXPECTED_NO = '  bitwise equality expected: no, settings that change results differ'
 
@@ -80,3 +80,12 @@ def test_the_seed_is_one_cause_and_inert_keys_are_set_apart():
     # a hash seed set apart from the seed is a cause of its own
     kept, _, follows = sort_settings([('seed', 0, 1), ('env.PYTHONHASHSEED', '0', '7')])
     assert kept == [('seed', 0, 1), ('env.PYTHONHASHSEED', '0', '7')] and follows == {}
+
+
+def test_settings_alone_differ_when_no_outcome_compares():
+    assert settings_verdict([('data.annotations_sha256', 'a', 'b'),
+                             ('versions.torch', '2.1.2', '2.13.0')]) == [
+        'verdict: settings that change training differ: the data files (fingerprint) '
+        '(data.annotations_sha256); library versions (versions.torch)',
+        '  no outcome was compared: the runs hold no common logged or traced iteration and '
+        'no common weights']

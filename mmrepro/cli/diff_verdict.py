@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ['DATA_CAUSES', 'INERT', 'NUMERIC_CAUSES', 'causes', 'sort_settings',
-           'verdict_lines']
+__all__ = ['DATA_CAUSES', 'INERT', 'NUMERIC_CAUSES', 'causes', 'settings_verdict',
+           'sort_settings', 'verdict_lines']
 
 Diff = Tuple[str, Any, Any]
 _LOADER = ('config.train_dataloader.', 'config.train_pipeline.')
@@ -119,6 +119,17 @@ def _listing(found: List[Tuple[str, List[str]]]) -> str:
         names = ', '.join(keys[:3]) + (f' and {len(keys) - 3} more' if len(keys) > 3 else '')
         shown.append(f'{cause} ({names})')
     return '; '.join(shown)
+
+
+def settings_verdict(diffs: Sequence[Diff]) -> List[str]:
+    """The verdict when no outcome could be compared but settings differ: the runs
+    differ in what they were given (data causes first, then numeric ones)."""
+    data = causes(diffs, DATA_CAUSES)
+    data_keys = {key for _, keys in data for key in keys}
+    found = data + causes([d for d in diffs if d[0] not in data_keys], _numeric_table(diffs))
+    return [f'verdict: settings that change training differ: {_listing(found)}',
+            '  no outcome was compared: the runs hold no common logged or traced iteration '
+            'and no common weights']
 
 
 def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],

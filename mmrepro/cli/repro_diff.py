@@ -18,7 +18,8 @@ Compares two runs (work dirs, log dirs, ``run_record.json`` files or checkpoints
 Exit status: 0 identical in everything compared (and no setting that can change
 training differs), 1 something differs, 2 a run cannot be read (missing or corrupted
 record, trace, log or checkpoint; the message names the file) or bad arguments,
-3 inconclusive: nothing both runs hold could be compared.
+3 inconclusive: nothing both runs hold could be compared (and no setting that can change
+training differs; if one does, that is exit 1).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from ..run_record import MISSING, RunRecordError, diff_records
 from ..trace import TraceDiff, TraceError, comparable_sections, compare_traces, describe_diff
 from .config_args import ArgumentParser
 from .diff_plot import loss_points, plot_losses
-from .diff_verdict import sort_settings, verdict_lines
+from .diff_verdict import settings_verdict, sort_settings, verdict_lines
 
 __all__ = ['SCALARS', 'load_run', 'main', 'read_scalars']
 
@@ -182,6 +183,8 @@ def judge(a: RunData, b: RunData, differences: List[Tuple[str, Any, Any]],
         return compared + verdict_lines(
             differences, True, result.first, trace.data_iteration if trace else None,
             data_traced), 1
+    if not result.anything and differences:
+        return compared + settings_verdict(differences), 1
     if not result.anything:
         return compared + ['verdict: inconclusive: the runs hold nothing in common to '
                            'compare (no common logged or traced iteration, no common '
