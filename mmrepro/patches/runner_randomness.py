@@ -13,10 +13,8 @@ from .. import cpu_isa
 from ..checkpoint_io import peek
 from ..seeding import init_random_seed, set_random_seed, validate_randomness
 from .runner_init import requested_config
-from .scope import enabled_by_config
+from .scope import SETTINGS_ATTR, enabled_by_config
 
-#: Runner attribute holding the validated settings (seed materialised).
-SETTINGS_ATTR = '_mmrepro_settings'
 #: Runner attribute holding ``(level, text)`` lines for the Runner's own logger, which
 #: does not exist yet when ``set_randomness`` runs (see :func:`log_pending`).
 MESSAGES_ATTR = '_mmrepro_messages'

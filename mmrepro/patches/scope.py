@@ -15,6 +15,9 @@ from typing import Any, Callable
 
 #: The names under which a config may list ``ReproducibilityHook``.
 HOOK_NAMES = ('ReproducibilityHook', 'mmrepro.ReproducibilityHook')
+#: Runner attribute holding the validated randomness settings (seed materialised); set by
+#: :func:`mmrepro.patches.runner_randomness.set_randomness` on a Runner mmrepro acts for.
+SETTINGS_ATTR = '_mmrepro_settings'
 
 
 def enabled_by_config(cfg: Any) -> bool:
@@ -38,7 +41,6 @@ def is_reproducibility_hook(hook: Any) -> bool:
 
 def enabled(runner: Any) -> bool:
     """Whether mmrepro acts for ``runner`` (its ``set_randomness`` found it enabled)."""
-    from .runner_randomness import SETTINGS_ATTR
     return getattr(runner, SETTINGS_ATTR, None) is not None
 
 
