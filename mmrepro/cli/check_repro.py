@@ -31,7 +31,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..patches.scope import HOOK_NAMES
+from ..patches.scope import HOOK_NAMES, enable_in_config
 from ..run_record import RunRecordError, diff_records, find_log_dir, load_run_record
 from ..trace import TRACE_NAME, TraceError, compare_traces, describe_diff, read_trace
 from . import config_args
@@ -163,15 +163,9 @@ def child_config(cfg: Any, config: str, iters: int, ckpt_interval: int) -> str:
         if hook.get('type') in HOOK_NAMES:
             hook.update(trace_interval=1, trace_forward=True)
         hooks.append(hook)
-    if not any(h.get('type') in HOOK_NAMES for h in hooks):
-        hooks.append(dict(type='ReproducibilityHook', trace_interval=1, trace_forward=True))
+    imports, hooks, _ = enable_in_config(cfg.get('custom_imports'), hooks, trace_interval=1,
+                                         trace_forward=True)
     hooks.append(dict(type='CheckReproStopHook', max_iters=iters))
-    imports = cfg.get('custom_imports') or {}
-    imports = dict(imports.to_dict() if hasattr(imports, 'to_dict') else imports)
-    names = list(imports.get('imports') or [])
-    names = [names] if isinstance(names, str) else names
-    imports['imports'] = [*names, *(['mmrepro'] if 'mmrepro' not in names else [])]
-    imports.setdefault('allow_failed_imports', False)
     randomness = dict(seed=_seed(cfg))
     if _deterministic(cfg):
         randomness['warn_only'] = True

@@ -13,7 +13,7 @@ import sys
 from typing import Dict, List, Optional
 
 from .. import cpu_isa
-from ..patches.scope import HOOK_NAMES, is_reproducibility_hook
+from ..patches.scope import enable_in_config
 from ..seeding import check_seed, prepare_cublas_workspace_config
 from .config_args import (
     ArgumentParser,
@@ -127,14 +127,8 @@ def build_config(args: argparse.Namespace):
     cfg.randomness = randomness
     check_training_config(cfg, launcher_world_size(args.launcher))  # before anything is built
 
-    imports = cfg.get('custom_imports') or dict(imports=[], allow_failed_imports=False)
-    if 'mmrepro' not in imports.get('imports', []):
-        imports['imports'] = list(imports.get('imports', [])) + ['mmrepro']
-    cfg.custom_imports = imports
-    hooks = list(cfg.get('custom_hooks') or [])
-    if not any(is_reproducibility_hook(h) for h in hooks):
-        hooks.append(dict(type=HOOK_NAMES[0]))
-    cfg.custom_hooks = hooks
+    cfg.custom_imports, cfg.custom_hooks, _ = enable_in_config(cfg.get('custom_imports'),
+                                                               cfg.get('custom_hooks'))
     return cfg
 
 

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 from mmengine.runner import Runner
 
-from .scope import HOOK_NAMES, enabled, is_reproducibility_hook
+from .scope import enable_in_config, enabled
 
 #: Runner attribute holding the ``__init__`` arguments mmrepro reads.
 INIT_ARGS_ATTR = '_mmrepro_init_args'
@@ -54,14 +54,16 @@ def requested_config(runner: Runner) -> Dict[str, Any]:
 def register_hooks(self: Runner, default_hooks: Optional[Dict] = None,
                    custom_hooks: Optional[List] = None) -> None:
     """``Runner.register_hooks``, adding ``ReproducibilityHook`` where mmrepro needs it."""
-    if enabled(self) and not any(is_reproducibility_hook(h) for h in custom_hooks or []):
-        custom_hooks = [*(custom_hooks or []), dict(type=HOOK_NAMES[0])]
-        if self.cfg.get('custom_imports') is not None:
-            self.cfg['custom_hooks'] = custom_hooks  # the config dump records it
-        self.logger.info(
-            'mmrepro: added ReproducibilityHook to custom_hooks: the config enables '
-            'mmrepro (custom_imports) without listing it, and exact resume needs the RNG '
-            'states and data position it writes into checkpoints.')
+    if enabled(self):
+        _, hooks, added = enable_in_config(None, custom_hooks)  # the hooks only
+        if added:
+            custom_hooks = hooks
+            if self.cfg.get('custom_imports') is not None:
+                self.cfg['custom_hooks'] = custom_hooks  # the config dump records it
+            self.logger.info(
+                'mmrepro: added ReproducibilityHook to custom_hooks: the config enables '
+                'mmrepro (custom_imports) without listing it, and exact resume needs the '
+                'RNG states and data position it writes into checkpoints.')
     _original_register_hooks(self, default_hooks, custom_hooks)
 
 
