@@ -31,7 +31,7 @@ def test_resume_on_another_batch_size_with_auto_scale_lr_restarts_the_epoch(tmp_
     checked): the resumed epoch runs all its batches, as MMEngine's resume does."""
     Runner(**runner_kwargs(tmp_path / 'full', HOOKS)).train()
     assert safe_load(str(tmp_path / 'full' / 'iter_10.pth'))['mmrepro']['position'] == dict(
-        epoch=1, batches=2)
+        epoch=1, global_batches=2, global_batch=4)
     kwargs = runner_kwargs(tmp_path, HOOKS)
     loader = dict(kwargs['train_dataloader'], batch_size=2)  # 16 batches an epoch
     runner, log = _resume(tmp_path, 'halved', train_dataloader=loader,
@@ -63,5 +63,5 @@ def test_a_malformed_section_is_refused_before_the_loader_is_positioned(tmp_path
     checkpoint['mmrepro']['format'] = 99
     torch.save(checkpoint, path)
     with pytest.raises(CheckpointLoadError, match=r"The 'mmrepro' section of checkpoint is "
-                       r'malformed \(format 99, this mmrepro reads format 1\)'):
+                       r'malformed \(format 99, this mmrepro reads format 1 or 2\)'):
         _resume(tmp_path, 'refused')

@@ -31,7 +31,8 @@ def test_keyword_runner_with_the_hook_is_enabled_and_resumes_exactly(tmp_path):
     Runner(**runner_kwargs(tmp_path / 'full', hooks)).train()
     full = _digest(str(tmp_path / 'full' / 'epoch_3.pth'))
     iter_10 = safe_load(str(tmp_path / 'full' / 'iter_10.pth'))
-    assert iter_10['mmrepro']['position'] == dict(epoch=1, batches=2)  # 8 per epoch
+    # 8 batches of 4 per epoch: 2 global batches of 4 samples done in the second
+    assert iter_10['mmrepro']['position'] == dict(epoch=1, global_batches=2, global_batch=4)
     assert len(iter_10['mmrepro']['rng']) == 1  # one rank's RNG states
     Runner(**runner_kwargs(tmp_path / 'resumed', hooks, resume=True,
                      load_from=str(tmp_path / 'full' / 'iter_10.pth'))).train()
