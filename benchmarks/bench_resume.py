@@ -91,7 +91,7 @@ def checkpoint_at(src: str, dst: str, k: int) -> str:
     from mmrepro.checkpoint_io import safe_load
     ckpt = safe_load(src)
     ckpt['meta']['iter'] = k
-    ckpt['mmrepro']['position'] = dict(epoch=0, batches=k)
+    ckpt['mmrepro']['position'] = dict(epoch=0, batches=k, unit='rank')  # this rank's batches
     torch.save(ckpt, dst)
     return dst
 
