@@ -153,17 +153,17 @@ def test_weights_digest_is_recorded_logged_and_printed(diff_runs, capsys, tmp_pa
                                        'unknown; state dict)\n')
 
 
-#: Six iterations traced at the default interval (iteration 1 only), logged at each; the
+#: Eight iterations traced at the default interval (iteration 1 only), logged at each; the
 #: neck turns nondeterministic after three (an op nondeterministic for some inputs only).
 LATE = """
 custom_imports = dict(imports=['mmrepro', 'nondeterministic_layer'], allow_failed_imports=False)
-model = dict(neck=dict(_delete_=True, type='NondeterministicNeck', start_after=3, scale=1e-3,
+model = dict(neck=dict(_delete_=True, type='NondeterministicNeck', start_after=3, scale=0.5,
                       neck=dict(
     type='FPN', in_channels=[16, 32, 64, 128], out_channels=64, start_level=1,
     add_extra_convs='on_input', num_outs=5)))
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=6, val_interval=100)
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=8, val_interval=100)
 log_processor = dict(by_epoch=False)
-default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=6))
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=8))
 custom_hooks = [dict(type='ReproducibilityHook')]
 randomness = dict(warn_only=True)  # the noise calls put_, which deterministic mode refuses
 """
@@ -183,16 +183,20 @@ def test_divergence_after_the_last_traced_iteration_is_not_identical(data_root, 
     assert code == 1
     assert 'traces: bit-identical over iteration 1: every loss, sample, gradient, weight ' \
         'and buffer' in out
-    # The neck adds noise from its fourth training forward pass on; the logged losses first
-    # differ at iteration 5, long after the last traced iteration (1).
-    assert 'scalars logs: first logged iteration whose losses differ: 5, equal at ' \
-        'iteration 4' in out
-    assert re.search(r'\nweights: differ at iteration 6 \(the final weights\): A '
+    # The neck adds noise from its fourth training forward pass on. An untrained head
+    # barely depends on its features, so the loss moves by a few ulps: the first logged
+    # iteration that shows it is the fourth or, by chance, a later one.
+    found = re.search(r'\nscalars logs: first logged iteration whose losses differ: (\d+), '
+                      r'equal at iteration (\d+)\n', out)
+    assert found, out
+    first = int(found.group(1))
+    assert 4 <= first <= 8 and int(found.group(2)) == first - 1
+    assert re.search(r'\nweights: differ at iteration 8 \(the final weights\): A '
                      r'[0-9a-f]{12} vs B [0-9a-f]{12}\n', out), out
     assert out.endswith(
-        'compared: 6 logged iterations, 1 traced iteration, final weights\n'
+        'compared: 8 logged iterations, 1 traced iteration, final weights\n'
         'verdict: the same samples in every traced iteration; the numbers differ from '
-        'iteration 5\n  bitwise equality expected: yes: nothing recorded that changes '
+        f'iteration {first}\n  bitwise equality expected: yes: nothing recorded that changes '
         'results differs, so an operation is nondeterministic or a setting is not recorded '
         '(run tools/check_repro.py on the config)\n'), out
     assert_shows('repro-diff-late', out)  # docs/troubleshooting.md shows it
