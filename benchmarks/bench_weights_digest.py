@@ -26,18 +26,20 @@ import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
-CONFIGS = {'RetinaNet R50-FPN': 'mmdet::retinanet/retinanet_r50_fpn_1x_coco.py',
-           'Faster R-CNN R50-FPN': 'mmdet::faster_rcnn/faster-rcnn_r50_fpn_1x_coco.py'}
+#: MMDetection's configs, inside the installed package (``mmdet/.mim/configs``).
+CONFIGS = {'RetinaNet R50-FPN': 'retinanet/retinanet_r50_fpn_1x_coco.py',
+           'Faster R-CNN R50-FPN': 'faster_rcnn/faster-rcnn_r50_fpn_1x_coco.py'}
 
 
 def checkpoint_of(config: str) -> dict:
     """A checkpoint of the config's model as MMEngine saves it (weights, optimizer)."""
+    import mmdet
     from mmdet.registry import MODELS
     from mmdet.utils import register_all_modules
     from mmengine.config import Config
     from mmengine.runner.checkpoint import weights_to_cpu
     register_all_modules()
-    cfg = Config.fromfile(config)
+    cfg = Config.fromfile(osp.join(osp.dirname(mmdet.__file__), '.mim', 'configs', config))
     cfg.model.backbone.init_cfg = None
     model = MODELS.build(cfg.model)
     state = weights_to_cpu(model.state_dict())
