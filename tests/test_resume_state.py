@@ -1,13 +1,13 @@
 """The checkpoint's mmrepro section (format 2) and its parts; format 1 still resumes."""
 from __future__ import annotations
 
-import hashlib
 import random
 
 import numpy as np
 import pytest
 import torch
 from mmengine.runner import Runner
+from repro_utils import state_digest
 from support.toy_runner import runner_kwargs
 from torch import nn
 
@@ -90,17 +90,11 @@ def test_a_format_1_section_reads_as_format_2_in_the_rank_s_batches():
         check_section(dict(old, format=7))
 
 
-def _digest(path):
-    state = safe_load(path)['state_dict']
-    out = hashlib.sha256()
-    for name in sorted(state):
-        out.update(name.encode() + state[name].numpy().tobytes())
-    return out.hexdigest()
 
 
 def _train(work_dir, **extra):
     Runner(**runner_kwargs(work_dir, HOOKS, **extra)).train()
-    return _digest(str(work_dir / 'epoch_3.pth'))
+    return state_digest(str(work_dir / 'epoch_3.pth'))
 
 
 def test_a_format_1_checkpoint_resumes_exactly(tmp_path):
@@ -131,7 +125,7 @@ def test_positions_under_accumulation_resume_where_they_were_saved(tmp_path):
         optim = dict(kwargs['optim_wrapper'], accumulative_counts=2)
         Runner(**dict(kwargs, optim_wrapper=optim)).train()
         log = open(next((tmp_path / name).glob('*/*.log'))).read()
-        return _digest(str(tmp_path / name / 'epoch_3.pth')), log
+        return state_digest(str(tmp_path / name / 'epoch_3.pth')), log
 
     full, _ = train('full')
     path = str(tmp_path / 'full' / 'iter_{}.pth')

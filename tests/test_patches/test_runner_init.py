@@ -2,24 +2,16 @@
 from __future__ import annotations
 
 import glob
-import hashlib
 import os.path as osp
 
 import torch
 from mmengine.config import Config
 from mmengine.runner import Runner
+from repro_utils import state_digest
 from support.toy_runner import runner_kwargs
 
 import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
 from mmrepro.checkpoint_io import safe_load
-
-
-def _digest(path: str) -> str:
-    state = safe_load(path)['state_dict']
-    out = hashlib.sha256()
-    for name in sorted(state):
-        out.update(name.encode() + state[name].numpy().tobytes())
-    return out.hexdigest()
 
 
 def _mid_epoch_hook() -> dict:
@@ -29,14 +21,14 @@ def _mid_epoch_hook() -> dict:
 def test_keyword_runner_with_the_hook_is_enabled_and_resumes_exactly(tmp_path):
     hooks = [dict(type='ReproducibilityHook'), _mid_epoch_hook()]
     Runner(**runner_kwargs(tmp_path / 'full', hooks)).train()
-    full = _digest(str(tmp_path / 'full' / 'epoch_3.pth'))
+    full = state_digest(str(tmp_path / 'full' / 'epoch_3.pth'))
     iter_10 = safe_load(str(tmp_path / 'full' / 'iter_10.pth'))
     # 8 batches of 4 per epoch: 2 global batches of 4 samples done in the second
     assert iter_10['mmrepro']['position'] == dict(epoch=1, global_batches=2, global_batch=4)
     assert len(iter_10['mmrepro']['rng']) == 1  # one rank's RNG states
     Runner(**runner_kwargs(tmp_path / 'resumed', hooks, resume=True,
                      load_from=str(tmp_path / 'full' / 'iter_10.pth'))).train()
-    assert _digest(str(tmp_path / 'resumed' / 'epoch_3.pth')) == full
+    assert state_digest(str(tmp_path / 'resumed' / 'epoch_3.pth')) == full
 
 
 def test_keyword_runner_without_the_hook_stays_plain_mmengine(tmp_path):
