@@ -95,7 +95,7 @@ def load_checkpoint_run(label: str, path: str) -> RunData:
     at = iteration if iteration is not None else 0
     run = RunData(label, path, record, path)
     run.evidence = Evidence(label, checkpoint=at)
-    run.evidence.weights.files[at] = path
+    run.evidence.weights.add_file(at, path, checkpoint)
     return run
 
 

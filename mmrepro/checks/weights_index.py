@@ -61,7 +61,15 @@ def checkpoint_weights(path: str) -> CheckpointWeights:
     Raises:
         WeightsReadError: The file cannot be loaded, or holds no weights.
     """
-    checkpoint, iteration = read_checkpoint(path)
+    return weights_of(path, *read_checkpoint(path))
+
+
+def weights_of(path: str, checkpoint: Any, iteration: Optional[int]) -> CheckpointWeights:
+    """Hash the weights of a checkpoint already read from ``path`` (:func:`read_checkpoint`).
+
+    Raises:
+        WeightsReadError: It holds no weights.
+    """
     try:
         digest = weights_digest(checkpoint)
     except WeightsError as err:
@@ -87,6 +95,8 @@ class WeightsIndex:
     final: Optional[int] = None
     notes: List[str] = field(default_factory=list)
     _hashed: Dict[int, str] = field(default_factory=dict)
+    #: Checkpoints read when indexed (tensors memory-mapped), until their weights are hashed.
+    _read: Dict[int, Any] = field(default_factory=dict)
 
     def iterations(self) -> List[int]:
         """Every iteration whose weights are known, in order."""
@@ -99,7 +109,8 @@ class WeightsIndex:
         path = self.files.get(iteration)
         if path is None:
             return self.recorded.get(iteration)
-        weights = checkpoint_weights(path)
+        weights = (weights_of(path, self._read.pop(iteration), iteration)
+                   if iteration in self._read else checkpoint_weights(path))
         digest = weights.digest
         expected = self.recorded.get(iteration, weights.recorded)
         if expected is not None and expected != digest:
@@ -124,16 +135,20 @@ class WeightsIndex:
                 if isinstance(final.get('sha256'), str):
                     self.recorded[final['iter']] = final['sha256']
 
+    def add_file(self, iteration: int, path: str, checkpoint: Any) -> None:
+        """Index a checkpoint read from ``path``; its weights are hashed when compared."""
+        self.files[iteration], self._read[iteration] = path, checkpoint
+
     def add_work_dir(self, work_dir: str) -> None:
         """Index the checkpoints in a work dir by the iteration their meta names."""
         for path in sorted(glob.glob(osp.join(glob.escape(work_dir), '*.pth'))):
             try:
-                _, iteration = read_checkpoint(path)
+                checkpoint, iteration = read_checkpoint(path)
             except WeightsReadError as err:
                 self.notes.append(f'skipped: {err}')
                 continue
             if iteration is not None:
-                self.files[iteration] = path
+                self.add_file(iteration, path, checkpoint)
 
 
 def compare_weights(a: WeightsIndex, b: WeightsIndex) -> Tuple[
