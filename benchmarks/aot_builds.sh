@@ -9,8 +9,8 @@ py="${PYTHON:-$root/.venv/bin/python}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" TRITON_CACHE_DIR="$work/cache"
-TRITON_INTERPRET=1 OMP_NUM_THREADS=1 "$py" -m mmrepro.ops.aot_capture "$work/variants.json"
-env -u TRITON_INTERPRET "$py" -m mmrepro.ops.aot_build "$work/variants.json" \
+TRITON_INTERPRET=1 OMP_NUM_THREADS=1 "$py" -m mmrepro.ops.aot.capture "$work/variants.json"
+env -u TRITON_INTERPRET "$py" -m mmrepro.ops.aot.build "$work/variants.json" \
   --table "$work/table.md" || status=$?
 out="$root/benchmarks/results/aot_builds.md"
 {

@@ -29,7 +29,7 @@ def child(data: str, iters: int) -> None:
     """Print this process's kernel set and its median iteration in seconds."""
     from bench_trace import build_runner
 
-    from mmrepro import cpu_isa
+    from mmrepro.determinism import cpu
     runner = build_runner(data, tempfile.mkdtemp(prefix='mmrepro-bench-isa-'))
     batches = iter(runner.train_dataloader)
     times = []
@@ -38,7 +38,7 @@ def child(data: str, iters: int) -> None:
         start = time.perf_counter()
         runner.model.train_step(batch, optim_wrapper=runner.optim_wrapper)
         times.append(time.perf_counter() - start)
-    print(cpu_isa.capability(), statistics.median(times[1:]))
+    print(cpu.capability(), statistics.median(times[1:]))
 
 
 def main() -> None:
@@ -51,14 +51,14 @@ def main() -> None:
     if args.child:
         return child(args.data, args.iters)
 
-    from mmrepro import cpu_isa
     from mmrepro.demo import make_tiny_coco
+    from mmrepro.determinism import cpu
     make_tiny_coco(args.data)
-    own = cpu_isa.capability()
+    own = cpu.capability()
     sets = {'this CPU': {}}
-    sets.update({f'cpu_isa={isa!r}': cpu_isa.environment(isa)
+    sets.update({f'cpu_isa={isa!r}': cpu.environment(isa)
                  for isa in ('avx2', 'default') if own in ('AVX2', 'AVX512')})
-    base = {k: v for k, v in os.environ.items() if k not in cpu_isa.CPU_ISA_ENV['avx2']}
+    base = {k: v for k, v in os.environ.items() if k not in cpu.CPU_ISA_ENV['avx2']}
     seconds = {name: [] for name in sets}
     used = {}
     for _ in range(args.rounds):

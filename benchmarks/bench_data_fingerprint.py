@@ -4,7 +4,7 @@
 Writes ``--samples`` image files and as many label maps (sparse files of the given
 sizes: no disk space, reads come from the page cache, so ``content`` times are the
 hashing cost, a lower bound on a cold disk), then times
-:func:`mmrepro.data_fingerprint.data_fingerprint` in each mode over a dataset whose
+:func:`mmrepro.record.fingerprint.data_fingerprint` in each mode over a dataset whose
 data infos point to them, as MMSegmentation's do (``img_path``, ``seg_map_path``).
 
     python benchmarks/bench_data_fingerprint.py [--samples 118287] [--image-kb 160]
@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-from mmrepro.data_fingerprint import MODES, data_fingerprint  # noqa: E402
+from mmrepro.record.fingerprint import MODES, data_fingerprint  # noqa: E402
 
 
 class FileDataset:

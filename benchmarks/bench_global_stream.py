@@ -61,7 +61,7 @@ def loader_cost(runner: Any, world: int, micro: int, global_stream: bool) -> flo
 
 def seeding_cost(repeats: int = 2000) -> float:
     """Seconds to seed the model's draws before one iteration."""
-    from mmrepro.step_draws import seed_step, step_key
+    from mmrepro.rng.step_draws import seed_step, step_key
     start = time.perf_counter()
     for iteration in range(repeats):
         seed_step(step_key(SEED, iteration, 0, 1))

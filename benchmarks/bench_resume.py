@@ -88,7 +88,7 @@ def timed(cmd, env=None) -> float:
 def checkpoint_at(src: str, dst: str, k: int) -> str:
     import torch
 
-    from mmrepro.checkpoint_io import safe_load
+    from mmrepro.resume.checkpoint_io import safe_load
     ckpt = safe_load(src)
     ckpt['meta']['iter'] = k
     ckpt['mmrepro']['position'] = dict(epoch=0, batches=k, unit='rank')  # this rank's batches
@@ -99,7 +99,7 @@ def checkpoint_at(src: str, dst: str, k: int) -> str:
 def rng_state_cost() -> tuple:
     import torch
 
-    from mmrepro.data.rng_state import capture_rng_state
+    from mmrepro.rng.host_state import capture_rng_state
     buf = io.BytesIO()
     torch.save([capture_rng_state()], buf)
     ms = timeit.timeit(capture_rng_state, number=200) / 200 * 1e3

@@ -35,8 +35,8 @@ from timing import timed  # noqa: E402 (benchmarks/timing.py, next to this scrip
 
 def per_sample_cost(n: int = 20000) -> float:
     """Microseconds to derive a key's seeds and seed python/numpy/torch once."""
-    from mmrepro.data.rng_state import seed_host_rngs
-    from mmrepro.data.seeds import sample_key
+    from mmrepro.rng.host_state import seed_host_rngs
+    from mmrepro.rng.keys import sample_key
     keys = [sample_key(0, 1, i, i) for i in range(n)]
     start = time.perf_counter()
     for key in keys:
@@ -46,7 +46,7 @@ def per_sample_cost(n: int = 20000) -> float:
 
 def save_restore_cost(n: int = 20000) -> float:
     """Microseconds to save and restore the host RNG states (main process only)."""
-    from mmrepro.data.rng_state import get_host_states, set_host_states
+    from mmrepro.rng.host_state import get_host_states, set_host_states
     return timeit.timeit(lambda: set_host_states(get_host_states()), number=n) / n * 1e6
 
 

@@ -31,7 +31,7 @@ def compare_weights(path_a: str, path_b: str):
     """(identical tensors, tensors, ||a - b|| / ||a|| over the floating-point weights)."""
     import torch
 
-    from mmrepro.checkpoint_io import safe_load
+    from mmrepro.resume.checkpoint_io import safe_load
     a, b = safe_load(path_a)['state_dict'], safe_load(path_b)['state_dict']
     same = sum(bool((tensor == b[name]).all()) for name, tensor in a.items())
     names = [name for name, tensor in a.items() if tensor.dtype.is_floating_point]

@@ -9,18 +9,14 @@ CUDA builds of torch < 2.10 it also sets ``CUBLAS_WORKSPACE_CONFIG`` if unset, b
 CUDA starts.
 See :mod:`mmrepro.patches` for exactly what is patched.
 """
-from .checkpoint_io import CheckpointLoadError, safe_load
 from .configs import register as register_configs
 from .data import make_reproducible, worker_init_fn
+from .determinism.mode import prepare_cublas_workspace_config
 from .hooks import ReproducibilityHook
 from .patches import apply_patches
-from .seeding import (
-    RANDOMNESS_DEFAULTS,
-    init_random_seed,
-    prepare_cublas_workspace_config,
-    set_random_seed,
-    validate_randomness,
-)
+from .resume.checkpoint_io import CheckpointLoadError, safe_load
+from .rng.seeding import init_random_seed, set_random_seed
+from .run.settings import RANDOMNESS_DEFAULTS, validate_randomness
 from .version import __version__
 
 # Before the Runner exists: MMDetection's launcher starts CUDA in init_dist, before

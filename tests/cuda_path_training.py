@@ -34,7 +34,7 @@ ONE_POINT = {'model.encoder.layer_cfg.self_attn_cfg.num_points': 1,
              'model.decoder.layer_cfg.cross_attn_cfg.num_points': 1}
 BILINEAR = ('bilinear_kernels.forward_kernel', 'bilinear_kernels.entries_kernel',
             'bilinear_kernels.sample_grads_kernel', 'csr_kernels.csr_sum_kernel')
-ROI_ALIGN = ('roi_align_triton.entries_kernel', 'csr_kernels.csr_sum_kernel')
+ROI_ALIGN = ('triton_entries.entries_kernel', 'csr_kernels.csr_sum_kernel')
 #: Counted for RTMDet, whose replaced op (adaptive pooling) has no Triton kernel.
 POOL = 'adaptive_pool.adaptive_avg_pool2d'
 #: family: (options that make it small, what its CUDA path must launch).
@@ -90,7 +90,7 @@ def train(family: str, data_root: str) -> Dict[str, Any]:
     from mmengine.registry import init_default_scope
     from triton.runtime.interpreter import InterpretedFunction
 
-    from mmrepro.cli import support_matrix as sm
+    from mmrepro.checks import support_matrix as sm
     from mmrepro.ops import adaptive_pool
     from mmrepro.ops.op_audit import audit_model
 
@@ -141,7 +141,7 @@ def train(family: str, data_root: str) -> Dict[str, Any]:
 def summary(run: Dict[str, Any], values: bool) -> Dict[str, Any]:
     """What the test compares: losses, launches, digests of the weights and of each
     step's gradients, and (``values``) the first step's gradients themselves."""
-    from mmrepro.cli.epoch_resume import object_digest
+    from mmrepro.checks.epoch_resume import object_digest
     return dict(losses=run['losses'], launches=run['launches'],
                 state=object_digest(run['state']),
                 grads=[object_digest(step) for step in run['grads']],

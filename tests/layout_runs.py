@@ -26,10 +26,11 @@ class LayoutRuns:
         self.root, self.data_root, self.max_epochs = root, data_root, max_epochs
         self._done = {}
 
-    def get(self, model, layout, extra='', tag=''):
+    def get(self, model, layout, extra='', tag='', args=()):
         """Work dir of ``model`` trained in ``layout`` (a key of :data:`LAYOUTS`).
 
-        ``extra`` config lines are added to the run called ``tag``.
+        ``extra`` config lines and ``tools/train.py`` arguments ``args`` (e.g. ``--resume
+        CHECKPOINT``) are added to the run called ``tag``.
         """
         key = f'{model}-{layout}{tag}'
         if key not in self._done:
@@ -41,10 +42,10 @@ class LayoutRuns:
                                   max_epochs=self.max_epochs)
             work_dir = osp.join(self.root, key)
             if ranks == 1:
-                run_train(config, work_dir,
+                run_train(config, work_dir, *args,
                           env={'PYTHONPATH': pythonpath(osp.join(REPO, 'tests'))})
             else:
-                dist_train(config, work_dir, nproc=ranks)
+                dist_train(config, work_dir, *args, nproc=ranks)
             self._done[key] = work_dir
         return self._done[key]
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from mmrepro.checkpoint_io import safe_load
+from mmrepro.resume.checkpoint_io import safe_load
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 #: Working directory of every training subprocess: an empty directory, so that a test

@@ -12,8 +12,8 @@ import torch
 from mmengine.runner.checkpoint import find_latest_checkpoint
 from repro_utils import REPO, checkpoint, pythonpath, run_train, state_digest, write_config
 
-from mmrepro.checkpoint_io import safe_load
 from mmrepro.patches import atomic_save
+from mmrepro.resume.checkpoint_io import safe_load
 
 # One process x batch 2 -> 8 iterations, checkpoints at iterations 3, 6 and 8 (epoch 1).
 CHECKPOINTS = """

@@ -9,8 +9,9 @@ from doc_examples import assert_shows
 from mmengine.config import Config
 from repro_utils import REPO, RUN_CWD, pythonpath, write_config
 
-from mmrepro.cli.check_repro import child_config, main
-from mmrepro.run_record import load_run_record
+from mmrepro.checks.repro_check import child_config
+from mmrepro.cli.check_repro import main
+from mmrepro.record.run_record import load_run_record
 
 TESTS = osp.dirname(osp.abspath(__file__))
 #: RetinaNet whose neck adds OS-seeded noise (tests/nondeterministic_layer.py).

@@ -4,7 +4,7 @@ import threading
 import torch
 from test_safe_unpickler import _checkpoint_like
 
-from mmrepro.checkpoint_io import safe_load
+from mmrepro.resume.checkpoint_io import safe_load
 
 
 def test_loads_in_threads_side_by_side(tmp_path):

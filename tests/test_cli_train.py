@@ -20,8 +20,8 @@ from repro_utils import (
 )
 
 import mmrepro
-from mmrepro.checkpoint_io import safe_load
 from mmrepro.cli.train import build_config, parse_args
+from mmrepro.resume.checkpoint_io import safe_load
 
 pytestmark = pytest.mark.slow
 

@@ -10,26 +10,26 @@ import pytest
 import torch
 from repro_utils import REPO, pythonpath, run_log
 
-from mmrepro import cpu_isa
-from mmrepro.seeding import validate_randomness
+from mmrepro.determinism import cpu
+from mmrepro.run.settings import validate_randomness
 
 #: Ops whose rounding follows the kernel set (PyTorch's log_softmax, MKL's matrix
 #: product, oneDNN's convolution), one thread; and the kernel set.
 PROBE = (
     'import sys, hashlib, torch\n'
-    'from mmrepro import cpu_isa\n'
+    'from mmrepro.determinism import cpu\n'
     'from mmrepro.cli.train import reexec_with_environment\n'
     'if sys.argv[1] == "pin":\n'
-    '    reexec_with_environment(cpu_isa.environment("avx2"), sys.argv)\n'
-    'cpu_isa.check_process("avx2" if sys.argv[1] != "free" else None)\n'
+    '    reexec_with_environment(cpu.environment("avx2"), sys.argv)\n'
+    'cpu.check_process("avx2" if sys.argv[1] != "free" else None)\n'
     'torch.set_num_threads(1)\n'
     'g = torch.Generator().manual_seed(0)\n'
     'a, b = torch.randn(257, 513, generator=g), torch.randn(513, 129, generator=g)\n'
     'img, w = torch.randn(2, 16, 64, 64, generator=g), torch.randn(32, 16, 3, 3, generator=g)\n'
     'out = [a.log_softmax(1), a @ b, torch.nn.functional.conv2d(img, w)]\n'
-    'print(cpu_isa.capability(), *(hashlib.sha256(t.numpy().tobytes()).hexdigest()[:12]'
+    'print(cpu.capability(), *(hashlib.sha256(t.numpy().tobytes()).hexdigest()[:12]'
     ' for t in out))\n')
-AVX2_CPU = cpu_isa.capability() in ('AVX2', 'AVX512')
+AVX2_CPU = cpu.capability() in ('AVX2', 'AVX512')
 
 
 def test_bad_value_is_an_error_naming_the_choices():
@@ -43,10 +43,10 @@ def test_bad_value_is_an_error_naming_the_choices():
 
 
 def test_a_process_started_without_the_environment_is_refused(monkeypatch):
-    for name in cpu_isa.CPU_ISA_ENV['avx2']:
+    for name in cpu.CPU_ISA_ENV['avx2']:
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(RuntimeError) as info:
-        cpu_isa.check_process('avx2')
+        cpu.check_process('avx2')
     assert str(info.value) == (
         "randomness.cpu_isa='avx2', but ATEN_CPU_CAPABILITY, DNNL_MAX_CPU_ISA, MKL_CBWR not "
         'set so before the process started. Launch with `ATEN_CPU_CAPABILITY=avx2 '
@@ -55,11 +55,11 @@ def test_a_process_started_without_the_environment_is_refused(monkeypatch):
 
 
 @pytest.mark.skipif(not AVX2_CPU, reason='needs an x86 CPU with AVX2 (PyTorch runs '
-                    f'{cpu_isa.capability()} kernels here)')
+                    f'{cpu.capability()} kernels here)')
 def test_pinned_process_computes_what_an_avx2_launch_computes(tmp_path):
     script = tmp_path / 'probe.py'
     script.write_text(PROBE)
-    base = {k: v for k, v in os.environ.items() if k not in cpu_isa.CPU_ISA_ENV['avx2']}
+    base = {k: v for k, v in os.environ.items() if k not in cpu.CPU_ISA_ENV['avx2']}
     base['PYTHONPATH'] = pythonpath(REPO)
 
     def run(mode, env):
@@ -68,9 +68,9 @@ def test_pinned_process_computes_what_an_avx2_launch_computes(tmp_path):
 
     pinned = run('pin', base)
     assert pinned[0] == 'AVX2'
-    assert run('launched', {**base, **cpu_isa.environment('avx2')}) == pinned
+    assert run('launched', {**base, **cpu.environment('avx2')}) == pinned
     free = run('free', base)
-    assert free[0] == cpu_isa.capability()
+    assert free[0] == cpu.capability()
     if free[0] == 'AVX512':  # wider vectors add in another order: the pin changes bits
         # (which of PyTorch's, MKL's and oneDNN's kernels differ depends on the CPU model:
         # on some, MKL's AVX-512 matrix product gives the AVX2 bits)
@@ -79,7 +79,7 @@ def test_pinned_process_computes_what_an_avx2_launch_computes(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not AVX2_CPU, reason='needs an x86 CPU with AVX2 (PyTorch runs '
-                    f'{cpu_isa.capability()} kernels here)')
+                    f'{cpu.capability()} kernels here)')
 def test_train_cli_restarts_itself_with_the_kernel_set(runs):
     work_dir = runs.get('retinanet', 'avx2', '--cfg-options', 'randomness.cpu_isa=avx2',
                         max_epochs=1)
@@ -90,4 +90,4 @@ def test_train_cli_restarts_itself_with_the_kernel_set(runs):
 
 
 def test_capability_is_torchs_own():
-    assert cpu_isa.capability() == torch.backends.cpu.get_cpu_capability()
+    assert cpu.capability() == torch.backends.cpu.get_cpu_capability()

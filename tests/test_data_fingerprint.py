@@ -10,9 +10,9 @@ import pytest
 from mmengine.config import Config
 
 from mmrepro.cli.repro_diff import main as repro_diff
-from mmrepro.data_fingerprint import check_mode, data_fingerprint
 from mmrepro.demo import make_tiny_seg
-from mmrepro.run_record import collect_run_record, write_run_record
+from mmrepro.record.fingerprint import check_mode, data_fingerprint
+from mmrepro.record.run_record import collect_run_record, write_run_record
 
 mmseg = pytest.importorskip('mmseg', reason='mmsegmentation is not installed '
                             '(tools/setup_env.sh installs it)')
@@ -74,14 +74,14 @@ def test_bad_mode_names_the_value():
 
 
 def _record(tmp_path, name, dataset):
-    from mmrepro.patches.runner_randomness import SETTINGS_ATTR
+    from mmrepro.run.state import run_state
     log_dir = tmp_path / name / '20260101_000000'
     log_dir.mkdir(parents=True)
     runner = types.SimpleNamespace(
         cfg=Config(dict(model=dict(type='EncoderDecoder'))), launcher='none',
         timestamp='20260101_000000', work_dir=str(tmp_path / name), log_dir=str(log_dir),
         train_dataloader=types.SimpleNamespace(dataset=dataset))
-    setattr(runner, SETTINGS_ATTR, dict(seed=0, deterministic=True))
+    run_state(runner).settings = dict(seed=0, deterministic=True)
     record = collect_run_record(runner)
     write_run_record(runner, record)
     return record

@@ -1,5 +1,5 @@
-"""mmrepro.cli.diff_verdict: a data or a numeric difference, and its causes ranked."""
-from mmrepro.cli.diff_verdict import settings_verdict, sort_settings, verdict_lines
+"""mmrepro.checks.diff_verdict: a data or a numeric difference, and its causes ranked."""
+from mmrepro.checks.diff_verdict import settings_verdict, sort_settings, verdict_lines
 
 EXPECTED_NO = '  bitwise equality expected: no, settings that change results differ'
 

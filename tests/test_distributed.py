@@ -7,7 +7,7 @@ import pytest
 from dist_utils import dist_cmd, dist_env, dist_train
 from repro_utils import RUN_CWD, checkpoint, prune_checkpoints, state_digest, write_config
 
-from mmrepro.checkpoint_io import safe_load
+from mmrepro.resume.checkpoint_io import safe_load
 
 pytestmark = pytest.mark.slow
 

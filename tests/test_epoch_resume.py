@@ -7,8 +7,8 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from mmrepro.cli import support_matrix as sm
-from mmrepro.cli.epoch_resume import check_epoch_resume, checkpoint_digests, child_config
+from mmrepro.checks import support_matrix as sm
+from mmrepro.checks.epoch_resume import check_epoch_resume, checkpoint_digests, child_config
 
 #: One process per run, 4 iterations per epoch: 4 epochs train in seconds.
 FAST = ('train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=False',

@@ -1,4 +1,4 @@
-"""mmrepro.numerics_env: the CPU kernel set, libraries, GPUs and AMP dtype of a run."""
+"""mmrepro.record.numerics: the CPU kernel set, libraries, GPUs and AMP dtype of a run."""
 import json
 import os
 import re
@@ -10,12 +10,12 @@ import torch
 from mmengine.optim import OptimWrapper, OptimWrapperDict
 from repro_utils import REPO, pythonpath
 
-from mmrepro.numerics_env import amp_record, cpu_record, gpu_record, library_record
+from mmrepro.record.numerics import amp_record, cpu_record, gpu_record, library_record
 
 
 def _cpu_record_in_child(**env) -> dict:
     clean = {k: v for k, v in os.environ.items() if k not in ('ATEN_CPU_CAPABILITY',)}
-    code = 'import json; from mmrepro.numerics_env import cpu_record; ' \
+    code = 'import json; from mmrepro.record.numerics import cpu_record; ' \
            'print(json.dumps(cpu_record()))'
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                          check=True, env={**clean, 'PYTHONPATH': pythonpath(REPO), **env})

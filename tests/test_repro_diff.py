@@ -12,10 +12,10 @@ import torch
 from doc_examples import assert_shows
 from repro_utils import pythonpath, run_log, run_train, write_config
 
-from mmrepro.checkpoint_io import safe_load
 from mmrepro.cli.diff_plot import plot_losses
 from mmrepro.cli.repro_diff import main
 from mmrepro.cli.weights_digest import main as digest_main
+from mmrepro.resume.checkpoint_io import safe_load
 
 PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 #: Three traced iterations, no validation.

@@ -23,7 +23,7 @@ from repro_utils import (
     write_config,
 )
 
-from mmrepro.checkpoint_io import safe_load
+from mmrepro.resume.checkpoint_io import safe_load
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ from support.toy_runner import runner_kwargs
 from torch import nn
 
 import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
-from mmrepro.checkpoint_io import CheckpointLoadError, safe_load
-from mmrepro.data.rng_state import ProcessRNGs
-from mmrepro.preprocessor_state import PreprocessorState
-from mmrepro.resume_state import FORMAT, build_section, check_section
+from mmrepro.resume.checkpoint_io import CheckpointLoadError, safe_load
+from mmrepro.resume.preprocessor_state import PreprocessorState
+from mmrepro.resume.section import FORMAT, build_section, check_section
+from mmrepro.rng.host_state import ProcessRNGs
 
 HOOKS = [dict(type='ReproducibilityHook'),
          dict(type='CheckpointHook', by_epoch=False, interval=10, save_last=False)]

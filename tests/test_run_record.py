@@ -1,4 +1,4 @@
-"""mmrepro.run_record: contents, config flattening, data fingerprint, reading, diffing."""
+"""mmrepro.record.run_record: contents, config flattening, data fingerprint, reading, diffing."""
 import json
 import os
 import os.path as osp
@@ -8,7 +8,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from mmrepro.run_record import (
+from mmrepro.record.run_record import (
     MISSING,
     RunRecordError,
     collect_run_record,
@@ -44,7 +44,7 @@ def _data(root, boxes=((1, 2, 3, 4),), images=('a.png', 'b.png')):
 
 
 def _runner(tmp_path, dataset, **cfg):
-    from mmrepro.patches.runner_randomness import SETTINGS_ATTR
+    from mmrepro.run.state import run_state
     config = Config(dict(model=dict(type='RetinaNet'), work_dir=str(tmp_path / 'work'),
                          optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.01)),
                          train_pipeline=[dict(type='LoadImageFromFile'),
@@ -53,7 +53,7 @@ def _runner(tmp_path, dataset, **cfg):
     runner = types.SimpleNamespace(
         cfg=config, launcher='none', timestamp='20260101_000000', work_dir=str(tmp_path),
         log_dir=str(tmp_path), train_dataloader=types.SimpleNamespace(dataset=dataset))
-    setattr(runner, SETTINGS_ATTR, dict(seed=3, deterministic=True))
+    run_state(runner).settings = dict(seed=3, deterministic=True)
     return runner
 
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 from mmengine.logging.history_buffer import HistoryBuffer
 
-from mmrepro.checkpoint_io import CheckpointLoadError, safe_load
-from mmrepro.safe_unpickler import has_safe_globals, torch_load_restricted
+from mmrepro.resume.checkpoint_io import CheckpointLoadError, safe_load
+from mmrepro.resume.safe_unpickler import has_safe_globals, torch_load_restricted
 
 
 class _RunsACommand:

@@ -9,14 +9,10 @@ import pytest
 import torch
 from repro_utils import REPO, pythonpath
 
-from mmrepro import seeding
-from mmrepro.seeding import (
-    has_fill_uninitialized_memory,
-    init_random_seed,
-    set_deterministic,
-    set_random_seed,
-    validate_randomness,
-)
+from mmrepro.determinism import mode
+from mmrepro.determinism.mode import set_deterministic
+from mmrepro.rng.seeding import init_random_seed, set_random_seed
+from mmrepro.run.settings import has_fill_uninitialized_memory, validate_randomness
 
 
 def _draw():
@@ -116,26 +112,26 @@ def test_deterministic_sets_flags():
 def test_cublas_config_needed_by_version(monkeypatch, version, cuda, needed):
     monkeypatch.setattr(torch, '__version__', version)
     monkeypatch.setattr(torch.version, 'cuda', cuda)
-    assert seeding.cublas_config_needed_by_version() is needed
+    assert mode.cublas_config_needed_by_version() is needed
 
 
 @pytest.mark.parametrize('needed', [True, False])
 def test_cublas_variable_set_before_cuda_only_where_torch_needs_it(monkeypatch, needed):
     monkeypatch.delenv('CUBLAS_WORKSPACE_CONFIG', raising=False)
     monkeypatch.setattr(torch.cuda, 'is_initialized', lambda: False)
-    monkeypatch.setattr(seeding, 'cublas_config_needed_by_version', lambda: needed)
-    seeding.prepare_cublas_workspace_config()
+    monkeypatch.setattr(mode, 'cublas_config_needed_by_version', lambda: needed)
+    mode.prepare_cublas_workspace_config()
     assert os.environ.get('CUBLAS_WORKSPACE_CONFIG') == (':4096:8' if needed else None)
     monkeypatch.delenv('CUBLAS_WORKSPACE_CONFIG', raising=False)
-    seeding.ensure_cublas_workspace_config()
+    mode.ensure_cublas_workspace_config()
     assert os.environ.get('CUBLAS_WORKSPACE_CONFIG') == (':4096:8' if needed else None)
 
 
 def test_cublas_variable_kept_when_set(monkeypatch):
     monkeypatch.setenv('CUBLAS_WORKSPACE_CONFIG', ':16:8')
-    monkeypatch.setattr(seeding, 'cublas_config_needed_by_version', lambda: True)
-    seeding.prepare_cublas_workspace_config()
-    seeding.ensure_cublas_workspace_config()
+    monkeypatch.setattr(mode, 'cublas_config_needed_by_version', lambda: True)
+    mode.prepare_cublas_workspace_config()
+    mode.ensure_cublas_workspace_config()
     assert os.environ['CUBLAS_WORKSPACE_CONFIG'] == ':16:8'
 
 
@@ -147,14 +143,14 @@ def test_import_leaves_the_variable_alone_on_this_torch():
         [sys.executable, '-c', 'import os, mmrepro; '
          'print(os.environ.get("CUBLAS_WORKSPACE_CONFIG"))'],
         env=env, check=True, capture_output=True, text=True).stdout.split()[-1]
-    assert out == (':4096:8' if seeding.cublas_config_needed_by_version() else 'None')
+    assert out == (':4096:8' if mode.cublas_config_needed_by_version() else 'None')
 
 
 def test_cublas_error_when_cuda_already_started_and_torch_needs_it(monkeypatch):
     monkeypatch.delenv('CUBLAS_WORKSPACE_CONFIG', raising=False)
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
     monkeypatch.setattr(torch.cuda, 'is_initialized', lambda: True)
-    monkeypatch.setattr(seeding, '_cublas_config_needed_at_run_time', lambda: True)
+    monkeypatch.setattr(mode, '_cublas_config_needed_at_run_time', lambda: True)
     with pytest.raises(RuntimeError, match=r'CUBLAS_WORKSPACE_CONFIG with this torch .* '
                        r'CUDA is already initialised.*export '
                        r'CUBLAS_WORKSPACE_CONFIG=:4096:8'):
@@ -167,7 +163,7 @@ def test_no_error_when_cuda_started_and_torch_does_not_need_it(monkeypatch):
     monkeypatch.delenv('CUBLAS_WORKSPACE_CONFIG', raising=False)
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
     monkeypatch.setattr(torch.cuda, 'is_initialized', lambda: True)
-    monkeypatch.setattr(seeding, '_cublas_config_needed_at_run_time', lambda: False)
+    monkeypatch.setattr(mode, '_cublas_config_needed_at_run_time', lambda: False)
     try:
         set_deterministic(True)
         assert torch.are_deterministic_algorithms_enabled()

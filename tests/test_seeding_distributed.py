@@ -5,7 +5,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from mmrepro.seeding import init_random_seed, set_random_seed
+from mmrepro.rng.seeding import init_random_seed, set_random_seed
 
 
 def _free_port() -> int:

@@ -4,8 +4,8 @@ import random
 import numpy as np
 import torch
 
-from mmrepro.data.seeds import MODEL
-from mmrepro.step_draws import seed_step, step_key
+from mmrepro.rng.keys import MODEL
+from mmrepro.rng.step_draws import seed_step, step_key
 
 
 def _draws(key):

@@ -13,7 +13,8 @@ import pytest
 from mmengine.config import Config
 from repro_utils import REPO
 
-from mmrepro.cli import support_matrix as sm
+from mmrepro.checks import support_matrix as sm
+from mmrepro.cli.support_matrix import main as matrix_main
 
 #: What the audit replaces in each family (and nothing stays nondeterministic).
 REPLACED = {
@@ -122,9 +123,9 @@ def test_table_rows(zoo_results):
 @pytest.mark.slow
 def test_cli_writes_the_table(tmp_path, data_root, capsys):
     out = tmp_path / 'matrix.md'
-    status = sm.main(['--families', 'fcos', '--iters', '2', '--checks', '--data-root', data_root,
-                      '--work-dir', str(tmp_path / 'work'), '--out', str(out),
-                      '--discard-checkpoints', '--cfg-options', *RUN_OPTIONS])
+    status = matrix_main(['--families', 'fcos', '--iters', '2', '--checks', '--data-root',
+                          data_root, '--work-dir', str(tmp_path / 'work'), '--out', str(out),
+                          '--discard-checkpoints', '--cfg-options', *RUN_OPTIONS])
     assert status == 0
     text = out.read_text()
     assert text.startswith('# Support matrix on cpu\n\nMeasured by `python '
@@ -145,7 +146,7 @@ def test_cli_writes_the_table(tmp_path, data_root, capsys):
     (['--epochs', '1'], '--epochs must be >= 2 (resumed from each but the last), got 1'),
 ])
 def test_bad_arguments_are_named(argv, message, capsys):
-    assert sm.main(argv) == 2
+    assert matrix_main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith('support_matrix: error: ') and message in err
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..record.bundle import is_bundle, manifest_digests, unpack
-from ..run_record import RECORD_NAME, REQUIRED_KEYS, RunRecordError, load_run_record
+from ..record.run_record import RECORD_NAME, REQUIRED_KEYS, RunRecordError, load_run_record
 from ..trace import TRACE_NAME, read_trace
 from .evidence import Evidence
 from .weights_index import WeightsReadError, read_checkpoint

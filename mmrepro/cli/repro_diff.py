@@ -2,7 +2,7 @@
 
 Compares two runs (work dirs, log dirs, ``run_record.json`` files or checkpoints):
 
-1. their run records (:mod:`mmrepro.run_record`): seed, randomness, world size,
+1. their run records (:mod:`mmrepro.record.run_record`): seed, randomness, world size,
    backend, versions, devices, environment, PyTorch flags, every config key, the
    training data fingerprint (keys that cannot change training listed apart);
 2. everything both runs hold (:mod:`mmrepro.checks.evidence`): every logged iteration's
@@ -28,15 +28,15 @@ import json
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..checks.diff_verdict import settings_verdict, sort_settings, verdict_lines
 from ..checks.evidence import Comparison, compare_evidence, weights_lines
 from ..checks.run_data import SCALARS, RunData, load_run, read_scalars
 from ..checks.weights_index import WeightsReadError
 from ..record.bundle import BundleError
-from ..run_record import MISSING, RunRecordError, diff_records
+from ..record.run_record import MISSING, RunRecordError, diff_records
 from ..trace import TraceDiff, TraceError, comparable_sections, compare_traces, describe_diff
 from .config_args import ArgumentParser
 from .diff_plot import loss_points, plot_losses
-from .diff_verdict import settings_verdict, sort_settings, verdict_lines
 
 __all__ = ['SCALARS', 'load_run', 'main', 'read_scalars']
 

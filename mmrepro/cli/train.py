@@ -12,17 +12,17 @@ import os.path as osp
 import sys
 from typing import Dict, List, Optional
 
-from .. import cpu_isa
-from ..patches.scope import enable_in_config
-from ..seeding import check_seed, prepare_cublas_workspace_config
-from .config_args import (
-    ArgumentParser,
+from ..determinism import cpu
+from ..determinism.mode import prepare_cublas_workspace_config
+from ..run.config import (
     ConfigError,
     check_training_config,
     launcher_world_size,
     load_config,
-    report,
 )
+from ..run.enable import enable_in_config
+from ..run.settings import check_seed
+from .config_args import ArgumentParser, report
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -212,7 +212,7 @@ def main(argv: Optional[List[str]] = None):
     if args.check_config:
         print(f'{args.config}: arguments and config are valid')
         sys.exit(0)
-    variables = cpu_isa.environment(cfg.randomness.get('cpu_isa'))
+    variables = cpu.environment(cfg.randomness.get('cpu_isa'))
     if args.hash_seed_reexec:
         variables.update(hash_seed_environment(cfg.randomness.get('seed')))
     reexec_with_environment(variables, sys.orig_argv[1:])

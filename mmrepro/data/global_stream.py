@@ -172,14 +172,21 @@ def check_global_batch(expected: Optional[int], layout: Layout) -> None:
     """
     if expected is None or expected == layout.global_batch:
         return
-    world = layout.world_size
-    have = (f'this run trains {world} rank(s) x batch_size {layout.batch_size} x '
+    raise ValueError(f'randomness.global_batch={expected}, but this run trains '
+                     f'{describe(layout)} samples per optimizer step. '
+                     f'{global_batch_fix(expected, layout.world_size)}')
+
+
+def describe(layout: Layout) -> str:
+    """``'2 rank(s) x batch_size 2 x accumulative_counts 1 = 4'``."""
+    return (f'{layout.world_size} rank(s) x batch_size {layout.batch_size} x '
             f'accumulative_counts {layout.micro} = {layout.global_batch}')
-    if expected % world:
-        fix = (f'{expected} is not a multiple of {world} ranks, so no batch size gives it: '
-               f'launch a number of ranks that divides {expected}.')
-    else:
-        fix = (f'Set train_dataloader.batch_size x optim_wrapper.accumulative_counts to '
-               f'{expected // world} for {world} rank(s).')
-    raise ValueError(f'randomness.global_batch={expected}, but {have} samples per optimizer '
-                     f'step. {fix}')
+
+
+def global_batch_fix(expected: int, world_size: int) -> str:
+    """What to set so that ``world_size`` ranks train ``expected`` samples per step."""
+    if expected % world_size:
+        return (f'{expected} is not a multiple of {world_size} ranks, so no batch size gives '
+                f'it: launch a number of ranks that divides {expected}.')
+    return (f'Set train_dataloader.batch_size x optim_wrapper.accumulative_counts to '
+            f'{expected // world_size} for {world_size} rank(s).')

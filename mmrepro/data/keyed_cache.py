@@ -26,9 +26,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterator, List, Optional, Tuple
 
-from .rng_state import get_host_states, seed_host_rngs, set_host_states
+from ..rng.host_state import get_host_states, seed_host_rngs, set_host_states
+from ..rng.keys import key_position, with_position
 from .seeded_index import SeededIndex
-from .seeds import key_position, with_position
+from .wrappers import wrapped_datasets
 
 #: Class names of the transforms whose caches become keyed.
 KEYED_TRANSFORMS = ('CachedMosaic', 'CachedMixUp')
@@ -179,11 +180,7 @@ def install_keyed_caches(dataset: Any) -> Tuple[List[str], int]:
     return names, history
 
 
-def pipeline_transforms(dataset: Any, depth: int = 0) -> list:
+def pipeline_transforms(dataset: Any) -> list:
     """The transforms of ``dataset``'s pipeline and of the datasets it wraps."""
-    if depth > 4 or dataset is None:
-        return []
-    found = list(getattr(getattr(dataset, 'pipeline', None), 'transforms', []))
-    for inner in [getattr(dataset, 'dataset', None), *getattr(dataset, 'datasets', [])]:
-        found += pipeline_transforms(inner, depth + 1)
-    return found
+    return [transform for inner in wrapped_datasets(dataset)
+            for transform in getattr(getattr(inner, 'pipeline', None), 'transforms', [])]

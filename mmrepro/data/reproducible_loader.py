@@ -10,11 +10,11 @@ import torch
 from mmengine.logging import print_log
 from torch.utils.data import DataLoader
 
+from ..rng.keys import LOADER, derive_seed
+from ..rng.worker_init import worker_init_fn
 from .keyed_cache import KEYED_TRANSFORMS, install_keyed_caches, pipeline_transforms
 from .sample_fetch import install_sample_seeding
 from .seeded_batch_sampler import SeededBatchSampler
-from .seeds import LOADER, derive_seed
-from .worker_init import worker_init_fn
 
 #: DataLoader arguments that are replaced (not copied) when the loader is rebuilt.
 _REPLACED = {'self', 'dataset', 'batch_size', 'shuffle', 'sampler', 'batch_sampler',
@@ -23,12 +23,12 @@ _REPLACED = {'self', 'dataset', 'batch_size', 'shuffle', 'sampler', 'batch_sampl
 def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: int = 1,
                       diff_rank_seed: bool = False, sample_seeding: bool = True,
                       keyed_cache: bool = True, logger: Any = 'current',
-                      global_batches: Any = None, micro: int = 1) -> DataLoader:
+                      global_batches: Any = None, layout: Any = None) -> DataLoader:
     """Rebuild ``loader`` so its randomness depends on the run's seed only.
 
     - It gets its own ``torch.Generator`` seeded from ``seed``: creating an
       iterator (validation included) no longer draws from the global torch RNG.
-    - Its workers are seeded by :func:`~mmrepro.data.worker_init.worker_init_fn`
+    - Its workers are seeded by :func:`~mmrepro.rng.worker_init.worker_init_fn`
       (unless the config names its own ``worker_init_fn``).
     - With ``sample_seeding``, every index carries the key ``(seed, epoch,
       position, index)`` and the dataset seeds the RNGs from it before each
@@ -52,7 +52,8 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
         logger: Where warnings go (the Runner's own logger; ``print_log``'s
             ``logger``). Defaults to ``'current'``.
         global_batches: The global stream's batch sampler. Defaults to None.
-        micro: Micro-batches per optimizer step (``accumulative_counts``).
+        layout: This process's :class:`~mmrepro.data.global_stream.Layout`, with
+            ``global_batches``.
 
     Returns:
         DataLoader: A new loader over the same dataset, sampler and batch sampler.
@@ -65,7 +66,7 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
             history = _cached_transforms(loader.dataset, keyed_cache, logger)
             batch_sampler = SeededBatchSampler(batch_sampler, seed, rank, world_size,
                                                diff_rank_seed, logger=logger, history=history,
-                                               global_batches=global_batches, micro=micro)
+                                               global_batches=global_batches, layout=layout)
         else:
             print_log(
                 f'mmrepro: {type(loader.dataset).__name__} defines its own batched '

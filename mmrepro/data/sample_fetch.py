@@ -5,8 +5,8 @@ from typing import Any, List, Sequence
 
 import torch.utils.data
 
+from ..rng.host_state import get_host_states, seed_host_rngs, set_host_states
 from .keyed_cache import fetching
-from .rng_state import get_host_states, seed_host_rngs, set_host_states
 from .seeded_index import SeededIndex
 
 

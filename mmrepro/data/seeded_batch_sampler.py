@@ -8,11 +8,11 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from mmengine.logging import print_log
 
+from ..rng.host_state import IsolatedHostRNGs
+from ..rng.keys import SAMPLER, sample_key
 from .global_stream import Layout, micro_batches
-from .rng_state import IsolatedHostRNGs
 from .sampler_isolation import needs_isolation
 from .seeded_index import SeededIndex
-from .seeds import SAMPLER, sample_key
 
 
 class SeededBatchSampler:
@@ -57,18 +57,20 @@ class SeededBatchSampler:
             ``'current'``.
         global_batches: The batch sampler of the global stream. Defaults to None
             (each rank batches its own share, as MMEngine does).
-        micro: Micro-batches per optimizer step (``accumulative_counts``), with
-            ``global_batches``. Defaults to 1.
+        layout: This process's place in the global batches (the Runner's, built once
+            with the train loader), required with ``global_batches``.
     """
 
     def __init__(self, batch_sampler: Any, seed: int, rank: int = 0, world_size: int = 1,
                  diff_rank_seed: bool = False, logger: Any = 'current',
-                 history: int = 0, global_batches: Any = None, micro: int = 1) -> None:
+                 history: int = 0, global_batches: Any = None,
+                 layout: Optional[Layout] = None) -> None:
+        if global_batches is not None and layout is None:
+            raise ValueError('SeededBatchSampler: global_batches needs the layout that '
+                             'takes its slices (layout=Layout(...)).')
         self.batch_sampler = batch_sampler
         self.global_batches = global_batches
-        self.layout: Optional[Layout] = None
-        if global_batches is not None:
-            self.layout = Layout(batch_sampler.batch_size, rank, world_size, micro)
+        self.layout: Optional[Layout] = layout if global_batches is not None else None
         self.seed = seed
         self.rank = rank
         self.world_size = world_size
@@ -171,7 +173,7 @@ class SeededBatchSampler:
         Global batches become ``g x micro`` micro-batches of this layout. A position in
         ``unit='rank'`` is taken as it is: it is in the batches of the layout that wrote
         it, which the caller has checked to be this one
-        (:func:`~mmrepro.resume_state.layout_changes`).
+        (:func:`~mmrepro.resume.section.plan_resume`).
 
         Raises:
             ValueError: the position is malformed, its global batch is not this run's,

@@ -5,7 +5,7 @@ from typing import Dict, List
 
 from torch import nn
 
-from .roi_align import DeterministicRoIAlign
+from .roi_align.layer import DeterministicRoIAlign
 
 __all__ = ['is_mmcv_roi_align', 'replace_roi_align']
 

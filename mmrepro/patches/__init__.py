@@ -5,7 +5,7 @@ Runner whose config enables mmrepro (:mod:`.scope`: ``custom_imports`` naming
 ``mmrepro``, or ``ReproducibilityHook`` in ``custom_hooks``); any other Runner runs
 MMEngine's code unchanged. What they change (also listed in docs/internals.md):
 
-1. ``Runner.set_randomness`` goes through :func:`mmrepro.seeding.set_random_seed`
+1. ``Runner.set_randomness`` goes through :func:`mmrepro.rng.seeding.set_random_seed`
    (validation, a seed that is never None, deterministic mode done fully) --
    :mod:`.runner_randomness`.
 2. ``Runner.build_dataloader``, when called on a Runner, makes every loader

@@ -31,7 +31,7 @@ from mmengine.hooks import checkpoint_hook as hook_module
 from mmengine.runner import Runner
 from mmengine.runner import runner as runner_module
 
-from .scope import enabled
+from ..run.state import enabled
 
 #: The work dir of the enabled Runner saving now (None: not saving, or not enabled).
 _SAVING: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(

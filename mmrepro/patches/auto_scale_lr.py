@@ -18,7 +18,7 @@ from mmengine.runner import Runner
 from torch.utils.data import DataLoader
 
 from ..data.global_stream import Layout, accumulative_counts
-from .scope import enabled
+from ..run.state import enabled, find_state
 
 _original_scale_lr = Runner.scale_lr
 
@@ -29,7 +29,8 @@ def scale_lr(self: Runner, optim_wrapper: Any, auto_scale_lr: Optional[Mapping] 
         return _original_scale_lr(self, optim_wrapper, auto_scale_lr)
     loader = self._train_dataloader
     batch_size = loader.batch_size if isinstance(loader, DataLoader) else loader['batch_size']
-    layout = Layout(batch_size, 0, self.world_size, accumulative_counts(optim_wrapper))
+    layout = find_state(self).layout or Layout(batch_size, 0, self.world_size,
+                                               accumulative_counts(optim_wrapper))
     # MMEngine reads the per-rank batch size from the train loader (a config or a
     # DataLoader) and multiplies it by the world size: give it the micro-batches too.
     self._train_dataloader = dict(batch_size=batch_size * layout.micro)

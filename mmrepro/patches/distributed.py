@@ -22,11 +22,10 @@ from mmengine.dist import utils as dist_utils
 from mmengine.logging import print_log
 from mmengine.runner import Runner
 
+from ..run.enable import enabled_by_config
+from ..run.state import enabled, run_state
 from .runner_init import requested_config
-from .scope import enabled, enabled_by_config
 
-#: Runner attribute holding the DDP settings used (for the run record).
-DDP_ATTR = '_mmrepro_ddp'
 #: DDP settings that change bitwise results (bucket layout, buffer syncs), made explicit.
 DDP_DEFAULTS: Dict[str, Any] = dict(type='MMDistributedDataParallel', broadcast_buffers=False,
                                     find_unused_parameters=False, bucket_cap_mb=25)
@@ -150,8 +149,8 @@ def wrap_model(self: Runner, model_wrapper_cfg: Optional[Dict], model: Any) -> A
         model_wrapper_cfg = dict(model_wrapper_cfg)
         if not torch.cuda.is_available():
             model_wrapper_cfg.setdefault('device_ids', None)
-        setattr(self, DDP_ATTR, {k: v for k, v in model_wrapper_cfg.items()
-                                 if isinstance(v, (str, int, float, bool, type(None)))})
+        run_state(self).ddp = {k: v for k, v in model_wrapper_cfg.items()
+                               if isinstance(v, (str, int, float, bool, type(None)))}
     return _original_wrap_model(self, model_wrapper_cfg, model)
 
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from mmengine.runner.loops import EpochBasedTrainLoop
 
-#: Attribute the ReproducibilityHook sets on the loop before a resumed epoch.
-OFFSET_ATTR = '_mmrepro_batch_offset'
+from ..run.state import find_state
 
 
 def run_epoch(self: EpochBasedTrainLoop) -> None:
@@ -13,11 +12,13 @@ def run_epoch(self: EpochBasedTrainLoop) -> None:
     Identical to MMEngine's when no offset is set. With one, the DataLoader already
     skips the consumed batches (at the index level), and hooks see the same
     ``batch_idx`` as in the run that wrote the checkpoint (logging intervals,
-    end-of-epoch checks).
+    end-of-epoch checks). The offset is the run state's ``batch_offset``, which
+    ``ReproducibilityHook`` sets before a resumed epoch.
     """
     self.runner.call_hook('before_train_epoch')
     self.runner.model.train()
-    start = self.__dict__.pop(OFFSET_ATTR, 0)
+    state = find_state(self.runner)
+    start = state.take_batch_offset() if state is not None else 0
     for idx, data_batch in enumerate(self.dataloader, start):
         self.run_iter(idx, data_batch)
     self.runner.call_hook('after_train_epoch')

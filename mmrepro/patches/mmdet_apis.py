@@ -10,7 +10,7 @@ def apply() -> None:
         return
     import mmdet.apis
 
-    from ..seeding import init_random_seed, set_random_seed
+    from ..rng.seeding import init_random_seed, set_random_seed
     for fn in (init_random_seed, set_random_seed):
         if not hasattr(mmdet.apis, fn.__name__):
             setattr(mmdet.apis, fn.__name__, fn)

@@ -6,10 +6,7 @@ from typing import Any
 
 from mmengine.runner import Runner
 
-from .runner_randomness import SETTINGS_ATTR, log_pending
-
-#: Runner attribute holding the audit entries (for the run record).
-AUDIT_ATTR = '_mmrepro_audit'
+from ..run.state import find_state, log_pending
 
 _original_build_model = Runner.build_model
 
@@ -24,15 +21,16 @@ def build_model(self: Runner, model: Any) -> Any:
     on, so the lines ``set_randomness`` kept (the seed) are logged first.
     """
     model = _original_build_model(self, model)
-    settings = getattr(self, SETTINGS_ATTR, None)
-    if not settings:
+    state = find_state(self)
+    if state is None or not state.enabled:
         return model
+    settings = state.settings
     log_pending(self)
     if not settings['deterministic']:
         return model
     from ..ops.op_audit import audit_model, format_audit
     entries = audit_model(model, deterministic=True, strict=settings['strict'], replace=True)
-    setattr(self, AUDIT_ATTR, entries)
+    state.audit = entries
     remaining = any(e['action'] != 'replaced' for e in entries)
     self.logger.log(logging.WARNING if remaining else logging.INFO, format_audit(entries))
     return model

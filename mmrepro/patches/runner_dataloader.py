@@ -17,9 +17,9 @@ from ..data.global_stream import (
 )
 from ..data.reproducible_loader import make_reproducible
 from ..data.seeded_batch_sampler import SeededBatchSampler
-from ..resume_state import check_section, layout_changes
-from ..seeding import get_rank, get_world_size
-from .runner_randomness import RESUME_ATTR, SETTINGS_ATTR
+from ..resume.section import plan_resume
+from ..rng.seeding import get_rank, get_world_size
+from ..run.state import find_state
 
 _original_build_dataloader = Runner.__dict__['build_dataloader'].__func__
 
@@ -36,43 +36,52 @@ def build_dataloader(runner: Optional[Runner], dataloader: Any, seed: Optional[i
     (no Runner), or on a Runner that does not enable mmrepro, it is MMEngine's method
     unchanged.
     """
-    settings = getattr(runner, SETTINGS_ATTR, None)
+    state = find_state(runner)
+    settings = state.settings if state is not None else None
     if settings is None or isinstance(dataloader, DataLoader):
         return _original_build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
     base_seed = settings['seed'] if seed is None or seed == runner.seed else seed
     loader = _original_build_dataloader(dataloader, seed=base_seed, diff_rank_seed=False)
     world_size = get_world_size()
     logger = runner.__dict__.get('logger', 'current')
-    micro, global_batches = 1, None
+    global_batches = None
     batch_size = getattr(loader.batch_sampler, 'batch_size', None)
-    if dataloader is runner._train_dataloader and isinstance(batch_size, int):
+    train = dataloader is runner._train_dataloader
+    if train and isinstance(batch_size, int):
         micro = accumulative_counts(runner.optim_wrapper)
         layout = Layout(batch_size, get_rank(), world_size, micro)
         check_global_batch(settings['global_batch'], layout)
         if settings['global_stream'] and settings['sample_seeding']:
             global_batches = _global_batches(dataloader, loader, base_seed, layout, logger)
+        state.layout = layout
     loader = make_reproducible(loader, base_seed, get_rank(), world_size,
                                diff_rank_seed=settings['diff_rank_seed'],
                                sample_seeding=settings['sample_seeding'],
                                keyed_cache=settings['keyed_cache'], logger=logger,
-                               global_batches=global_batches, micro=micro)
-    if dataloader is runner._train_dataloader:
-        _position(loader, (getattr(runner, RESUME_ATTR, None) or {}).get('state'), batch_size)
+                               global_batches=global_batches, layout=state.layout)
+    if train:
+        sampler = loader.batch_sampler
+        state.global_stream = isinstance(sampler, SeededBatchSampler) and \
+            sampler.layout is not None
+    if train and state.resume is not None and state.resume.section is not None:
+        _position(loader, state)
     return loader
 
 
-def _position(loader: DataLoader, section: Any, batch_size: Optional[int]) -> None:
+def _position(loader: DataLoader, state: Any) -> None:
     """Start the train loader after the batches the resumed checkpoint consumed.
 
-    The section is validated first, and a checkpoint of another layout positions
-    nothing: ``ReproducibilityHook`` then restores neither RNG states nor the position
-    (it refuses, or with ``auto_scale_lr`` continues as MMEngine would, and says so).
+    The section was validated when the checkpoint was peeked at; how this run resumes it
+    is decided here, once, now that the layout is known
+    (:func:`~mmrepro.resume.section.plan_resume`), and ``ReproducibilityHook`` follows the
+    same plan. A refused plan positions nothing (the hook then refuses, or with
+    ``auto_scale_lr`` continues as MMEngine would, and says so).
     """
-    if section is None or not isinstance(loader.batch_sampler, SeededBatchSampler):
-        return
-    section = check_section(section)
-    position = section.get('position')
-    if position and not layout_changes(section, get_world_size(), batch_size):
+    resume = state.resume
+    resume.plan = plan_resume(resume.section, state.layout, state.global_stream)
+    position = resume.section.get('position')
+    if position and resume.plan.restores and isinstance(loader.batch_sampler,
+                                                        SeededBatchSampler):
         loader.batch_sampler.load_state_dict(position)
 
 

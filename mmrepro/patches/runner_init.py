@@ -18,10 +18,9 @@ from typing import Any, Dict, List, Optional
 
 from mmengine.runner import Runner
 
-from .scope import enable_in_config, enabled
+from ..run.enable import enable_in_config
+from ..run.state import enabled, run_state
 
-#: Runner attribute holding the ``__init__`` arguments mmrepro reads.
-INIT_ARGS_ATTR = '_mmrepro_init_args'
 _RECORDED = ('custom_hooks', 'resume', 'load_from')
 
 _original_init = Runner.__init__
@@ -33,8 +32,8 @@ _signature = inspect.signature(_original_init)
 def __init__(self: Runner, *args: Any, **kwargs: Any) -> None:
     """MMEngine's ``Runner.__init__``, after recording :data:`_RECORDED` arguments."""
     bound = _signature.bind_partial(self, *args, **kwargs)
-    setattr(self, INIT_ARGS_ATTR, {k: bound.arguments[k] for k in _RECORDED
-                                   if k in bound.arguments})
+    run_state(self).init_args = {k: bound.arguments[k] for k in _RECORDED
+                                 if k in bound.arguments}
     _original_init(self, *args, **kwargs)
 
 
@@ -45,7 +44,7 @@ def requested_config(runner: Runner) -> Dict[str, Any]:
     arguments, so that ``custom_hooks``, ``resume`` and ``load_from`` are seen either way.
     """
     cfg = dict(getattr(runner, 'cfg', None) or {})
-    for key, value in (getattr(runner, INIT_ARGS_ATTR, None) or {}).items():
+    for key, value in run_state(runner).init_args.items():
         if cfg.get(key) is None and value is not None:
             cfg[key] = value
     return cfg

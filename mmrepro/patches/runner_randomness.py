@@ -9,17 +9,14 @@ import torch
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import find_latest_checkpoint
 
-from .. import cpu_isa
-from ..checkpoint_io import peek
-from ..seeding import init_random_seed, set_random_seed, validate_randomness
+from ..determinism import cpu
+from ..resume.checkpoint_io import peek
+from ..resume.section import check_section
+from ..rng.seeding import init_random_seed, set_random_seed
+from ..run.enable import enabled_by_config
+from ..run.settings import validate_randomness
+from ..run.state import ResumeSource, log_pending, run_state
 from .runner_init import requested_config
-from .scope import SETTINGS_ATTR, enabled_by_config
-
-#: Runner attribute holding ``(level, text)`` lines for the Runner's own logger, which
-#: does not exist yet when ``set_randomness`` runs (see :func:`log_pending`).
-MESSAGES_ATTR = '_mmrepro_messages'
-#: Runner attribute holding what was read from the checkpoint to resume, if any.
-RESUME_ATTR = '_mmrepro_resume'
 
 _original_set_randomness = Runner.set_randomness
 
@@ -28,9 +25,10 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
     """``Runner.set_randomness`` with validation and a seed that is never None.
 
     On the first call (from ``Runner.__init__``), when the config resumes, the
-    checkpoint to resume is peeked at (memory-mapped) so that its seed and data
-    position are known before any sampler or DataLoader is built. Without a seed in
-    the config, one is drawn on rank 0 and broadcast. The seed is written back into
+    checkpoint to resume is peeked at (memory-mapped) and its ``mmrepro`` section
+    validated, so that its seed and data position are known before any sampler or
+    DataLoader is built (:class:`~mmrepro.run.state.ResumeSource`). Without a seed in the
+    config, one is drawn on rank 0 and broadcast. The seed is written back into
     ``randomness`` of the runner's config, so the config dump and every checkpoint
     meta record it.
 
@@ -40,26 +38,26 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
     Args:
         seed: ``randomness.seed``.
         **kwargs: The other ``randomness`` keys (see
-            :data:`mmrepro.seeding.RANDOMNESS_DEFAULTS`).
+            :data:`mmrepro.run.settings.RANDOMNESS_DEFAULTS`).
     """
-    first_call = not hasattr(self, SETTINGS_ATTR)
+    state = run_state(self)
+    first_call = not state.enabled
     if first_call and not enabled_by_config(requested_config(self)):
         return _original_set_randomness(self, seed=seed, **kwargs)
     settings = validate_randomness(dict(kwargs, seed=seed))
-    cpu_isa.check_process(settings['cpu_isa'])  # before anything is built or written
-    messages = getattr(self, MESSAGES_ATTR, [])
+    cpu.check_process(settings['cpu_isa'])  # before anything is built or written
     if first_call:
-        setattr(self, RESUME_ATTR, _peek_resume_checkpoint(self))
-    resume = getattr(self, RESUME_ATTR)
+        state.resume = _peek_resume_checkpoint(self)
+    resume = state.resume
     source = 'config'
-    if first_call and resume is not None and resume['seed'] is not None:
-        if settings['seed'] is not None and settings['seed'] != resume['seed']:
-            messages.append((logging.WARNING,
-                f"mmrepro: randomness.seed={settings['seed']} differs from the seed "
-                f"{resume['seed']} of the checkpoint being resumed ({resume['path']}); "
-                'using the checkpoint\'s so the resumed run continues the original.'))
-        settings['seed'] = resume['seed']
-        source = f"checkpoint {resume['path']}"
+    if first_call and resume is not None and resume.seed is not None:
+        if settings['seed'] is not None and settings['seed'] != resume.seed:
+            state.note(logging.WARNING,
+                       f"mmrepro: randomness.seed={settings['seed']} differs from the seed "
+                       f'{resume.seed} of the checkpoint being resumed ({resume.path}); '
+                       'using the checkpoint\'s so the resumed run continues the original.')
+        settings['seed'] = resume.seed
+        source = f'checkpoint {resume.path}'
     if settings['seed'] is None:
         settings['seed'] = init_random_seed()
         source = 'drawn on rank 0 and broadcast; pass it back with --seed to rerun'
@@ -74,33 +72,19 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
         fill_uninitialized_memory=settings['fill_uninitialized_memory'])
     if settings['threads'] is not None:  # CPU rounding depends on the thread count
         torch.set_num_threads(int(settings['threads']))
-    setattr(self, SETTINGS_ATTR, settings)
+    state.settings = settings
     if first_call:
         threads = ''.join(f', {key}={settings[key]}' for key in ('threads', 'cpu_isa')
                           if settings[key] is not None)
-        messages.append((logging.INFO, f'mmrepro: seed {base_seed} ({source}); deterministic='
-                         f"{settings['deterministic']}, diff_rank_seed="
-                         f"{settings['diff_rank_seed']}, sample_seeding="
-                         f"{settings['sample_seeding']}{threads}"))
-    setattr(self, MESSAGES_ATTR, messages)
+        state.note(logging.INFO, f'mmrepro: seed {base_seed} ({source}); deterministic='
+                   f"{settings['deterministic']}, diff_rank_seed="
+                   f"{settings['diff_rank_seed']}, sample_seeding="
+                   f"{settings['sample_seeding']}{threads}")
     log_pending(self)
 
 
-def log_pending(runner: Runner) -> None:
-    """Log the lines kept for ``runner``'s own logger, once it exists.
-
-    Another Runner's logger (``MMLogger.get_current_instance()``) may belong to a
-    finished run whose log file is gone, so nothing is logged before this one's.
-    """
-    logger = runner.__dict__.get('logger')
-    if logger is None:
-        return
-    for level, text in runner.__dict__.pop(MESSAGES_ATTR, []):
-        logger.log(level, text)
-
-
-def _peek_resume_checkpoint(runner: Runner) -> Optional[dict]:
-    """Read seed and mmrepro state of the checkpoint the config resumes, if any."""
+def _peek_resume_checkpoint(runner: Runner) -> Optional[ResumeSource]:
+    """Seed and validated mmrepro section of the checkpoint the config resumes, if any."""
     cfg = requested_config(runner)
     if not cfg.get('resume', False):
         return None
@@ -110,8 +94,10 @@ def _peek_resume_checkpoint(runner: Runner) -> Optional[dict]:
     checkpoint = peek(path)
     if not isinstance(checkpoint, dict):
         return None
+    section = checkpoint.get('mmrepro')
     meta = checkpoint.get('meta') or {}
-    return dict(path=path, seed=meta.get('seed'), state=checkpoint.get('mmrepro'))
+    return ResumeSource(path=str(path), seed=meta.get('seed'),
+                        section=None if section is None else check_section(section, path))
 
 
 def apply() -> None:

@@ -23,37 +23,23 @@ from typing import Any
 
 from mmengine.hooks import ParamSchedulerHook
 from mmengine.runner import Runner
-from mmengine.runner.base_loop import BaseLoop
 
-from ..data.seeded_batch_sampler import SeededBatchSampler
-
-#: Runner attribute: micro-batches per optimizer step while the step clock is in force.
-CLOCK_ATTR = '_mmrepro_step_clock'
+from ..run.state import find_state
 
 _original_build = Runner.build_param_scheduler
 _original_after_train_iter = ParamSchedulerHook.after_train_iter
 
 
-def _global_sampler(runner: Runner) -> Any:
-    """The train loader's batch sampler if it draws from the global stream, else None."""
-    loop = runner.__dict__.get('_train_loop')
-    if not isinstance(loop, BaseLoop):
-        return None
-    sampler = getattr(loop.dataloader, 'batch_sampler', None)
-    if isinstance(sampler, SeededBatchSampler) and sampler.layout is not None:
-        return sampler
-    return None
-
-
 def build_param_scheduler(self: Runner, scheduler: Any) -> Any:
     """``Runner.build_param_scheduler``, in optimizer steps under accumulation."""
-    sampler = _global_sampler(self)
-    if sampler is None or sampler.layout.micro == 1:
+    state = find_state(self)
+    micro = state.micro if state is not None else 0
+    if micro <= 1:
         return _original_build(self, scheduler)
-    with sampler.counting_steps():
+    with self.train_dataloader.batch_sampler.counting_steps():
         schedulers = _original_build(self, scheduler)
-    setattr(self, CLOCK_ATTR, sampler.layout.micro)
-    self.logger.info(f'mmrepro: accumulative_counts={sampler.layout.micro}: iteration-based '
+    state.step_clock = micro
+    self.logger.info(f'mmrepro: accumulative_counts={micro}: iteration-based '
                      'parameter schedules step once per optimizer step')
     return schedulers
 
@@ -61,8 +47,8 @@ def build_param_scheduler(self: Runner, scheduler: Any) -> Any:
 def after_train_iter(self: ParamSchedulerHook, runner: Runner, batch_idx: int,
                      data_batch: Any = None, outputs: Any = None) -> None:
     """``ParamSchedulerHook.after_train_iter``, once per optimizer step under the clock."""
-    micro = runner.__dict__.get(CLOCK_ATTR, 1)
-    if (runner.iter + 1) % micro:
+    state = find_state(runner)
+    if state is not None and (runner.iter + 1) % state.step_clock:
         return
     _original_after_train_iter(self, runner, batch_idx, data_batch, outputs)
 

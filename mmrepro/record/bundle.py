@@ -20,8 +20,8 @@ import os.path as osp
 import tarfile
 from typing import Any, Dict, List
 
-from ..run_record import RECORD_NAME
 from ..trace import TRACE_NAME
+from .run_record import RECORD_NAME
 
 #: ``format`` of ``bundle.json``.
 BUNDLE_FORMAT = 'mmrepro-bundle'

@@ -22,7 +22,7 @@ from repro_utils import (
     write_config,
 )
 
-from mmrepro.run_record import find_log_dir
+from mmrepro.record.run_record import find_log_dir
 
 pytestmark = [pytest.mark.cuda, pytest.mark.slow]
 MODELS = ['retinanet', 'faster_rcnn']

@@ -13,7 +13,7 @@ import torch
 from dist_utils import dist_env, restart_cmd, restart_config, run_bounded
 from repro_utils import checkpoint, state_digest
 
-from mmrepro.checkpoint_io import safe_load
+from mmrepro.resume.checkpoint_io import safe_load
 
 pytestmark = [pytest.mark.cuda, pytest.mark.slow]
 LIMIT = 600

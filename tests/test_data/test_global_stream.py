@@ -49,7 +49,8 @@ def _stream(data_root, layout, sampler=None, epoch=0):
         local = Runner.build_dataloader(dict(cfg, sampler=rank_sampler), seed=SEED)
         global_batches = build_global_batch_sampler(cfg, dataset, SEED, batch * world * micro)
         seeded = SeededBatchSampler(local.batch_sampler, SEED, rank, world,
-                                    global_batches=global_batches, micro=micro)
+                                    global_batches=global_batches,
+                                    layout=Layout(batch, rank, world, micro))
         assert len(seeded) == 4 * micro  # ceil(16 / 4) global batches
         for n, indices in enumerate(seeded):
             per_global.setdefault(n // micro, {})[rank * micro + n % micro] = [

@@ -4,8 +4,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from mmrepro.data import numpy_state
-from mmrepro.data.numpy_state import (
+from mmrepro.rng import numpy_state
+from mmrepro.rng.numpy_state import (
     KEY_BYTES,
     restore_numpy_state,
     save_numpy_state,

@@ -3,6 +3,7 @@ import pytest
 from torch.utils.data import BatchSampler, SequentialSampler
 
 from mmrepro.data import SeededBatchSampler
+from mmrepro.data.global_stream import Layout
 from mmrepro.data.seeded_batch_sampler import check_position, rank_position
 
 SEED = 5
@@ -17,7 +18,7 @@ def _sampler(batch_size, world_size=1, micro=1, rank=0, global_stream=True):
     size = batch_size * world_size * micro
     batches = BatchSampler(SequentialSampler(range(32)), size, drop_last=False)
     return SeededBatchSampler(local, SEED, rank, world_size, global_batches=batches,
-                              micro=micro)
+                              layout=Layout(batch_size, rank, world_size, micro))
 
 
 def _indices(sampler):

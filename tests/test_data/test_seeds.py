@@ -5,7 +5,7 @@ import pickle
 import numpy as np
 
 from mmrepro.data.seeded_index import SeededIndex
-from mmrepro.data.seeds import derive_seed, derive_words, sample_key
+from mmrepro.rng.keys import derive_seed, derive_words, sample_key
 
 
 def test_no_collisions_over_grid():

@@ -16,8 +16,8 @@ import sys
 import pytest
 from repro_utils import REPO, pythonpath, skip_unless_triton_kernels_run
 
-from mmrepro.ops.aot_build import TARGETS
-from mmrepro.ops.aot_capture import load_variants, uncovered
+from mmrepro.ops.aot.build import TARGETS
+from mmrepro.ops.aot.capture import load_variants, uncovered
 
 skip_unless_triton_kernels_run()
 
@@ -43,9 +43,9 @@ def _run(args, interpret: bool, tmp: str) -> subprocess.CompletedProcess:
 def aot(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp('aot'))
     variants = osp.join(tmp, 'variants.json')
-    captured = _run(['mmrepro.ops.aot_capture', variants], True, tmp)
+    captured = _run(['mmrepro.ops.aot.capture', variants], True, tmp)
     assert captured.returncode == 0, captured.stderr[-3000:]
-    built = _run(['mmrepro.ops.aot_build', variants, '--json', osp.join(tmp, 'builds.json'),
+    built = _run(['mmrepro.ops.aot.build', variants, '--json', osp.join(tmp, 'builds.json'),
                   '--table', osp.join(tmp, 'table.md')], False, tmp)
     with open(osp.join(tmp, 'builds.json')) as f:
         return load_variants(variants), json.load(f), built
@@ -63,7 +63,7 @@ def test_every_variant_builds_for_six_targets_without_atomics(aot):
 
 def test_roi_align_backward_divides_as_cuda_does(aot):
     """Its coordinates repeat the forward's: correctly rounded divisions only."""
-    entries = [b for b in aot[1] if b['kernel'] == 'roi_align_triton.entries_kernel']
+    entries = [b for b in aot[1] if b['kernel'] == 'triton_entries.entries_kernel']
     assert len(entries) == 4 * len(TARGETS)  # one per input dtype
     assert [b for b in entries if b['approx_divisions']] == []
 
@@ -94,7 +94,7 @@ def _probe(tmp_path, name, signature):
     probe.write_text(json.dumps([dict(
         kernel=f'aot_atomic_probe:{name}', signature=signature, constexprs=[[2, 128]],
         attrs=[[0, [['tt.divisibility', 16]]]], num_warps=4)]))
-    built = _run(['mmrepro.ops.aot_build', str(probe), '--targets', '90', '--json',
+    built = _run(['mmrepro.ops.aot.build', str(probe), '--targets', '90', '--json',
                   str(tmp_path / 'builds.json')], False, str(tmp_path))
     return built, json.loads((tmp_path / 'builds.json').read_text())[0]
 

@@ -16,9 +16,9 @@ import torch
 from repro_utils import skip_unless_triton_kernels_run
 from test_ops.test_roi_align_kernels import _bilinear_gradient
 
-from mmrepro.ops.roi_align_kernels import build_entries
-from mmrepro.ops.roi_align_plan import corners as _corners
-from mmrepro.ops.roi_align_plan import roi_geometry as _roi_geometry
+from mmrepro.ops.roi_align.kernels import build_entries
+from mmrepro.ops.roi_align.plan import corners as _corners
+from mmrepro.ops.roi_align.plan import roi_geometry as _roi_geometry
 
 skip_unless_triton_kernels_run()
 

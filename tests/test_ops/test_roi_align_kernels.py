@@ -13,8 +13,8 @@ import pytest
 import torch
 from repro_utils import skip_unless_triton_kernels_run
 
-from mmrepro.ops.roi_align_kernels import build_entries, csr_rows, roi_align_backward
-from mmrepro.ops.roi_align_plan import roi_geometry as _roi_geometry
+from mmrepro.ops.roi_align.kernels import build_entries, csr_rows, roi_align_backward
+from mmrepro.ops.roi_align.plan import roi_geometry as _roi_geometry
 
 skip_unless_triton_kernels_run()
 
@@ -158,7 +158,7 @@ def test_no_rois_gives_a_zero_gradient():
 def test_function_forward_is_mmcv_and_gradient_matches_it(sampling_ratio):
     """The CUDA path's autograd Function, on this device: mmcv's forward, our backward."""
     mmcv_ops = pytest.importorskip('mmcv.ops')
-    from mmrepro.ops.roi_align_cuda import TritonRoIAlignFunction
+    from mmrepro.ops.roi_align.cuda import TritonRoIAlignFunction
     rois, grad_output = _case(torch.float32)
     feat = torch.randn(SHAPE, generator=torch.Generator().manual_seed(3)).to(DEVICE)
     mine, ref = feat.clone().requires_grad_(True), feat.clone().requires_grad_(True)

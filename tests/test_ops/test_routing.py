@@ -191,7 +191,7 @@ def _probe_devices(**env):
     import subprocess
     import sys
     code = ('import torch\nfrom mmrepro.ops import routing\n'
-            'from mmrepro.ops.roi_align import deterministic_roi_align\n'
+            'from mmrepro.ops.roi_align.layer import deterministic_roi_align\n'
             'x = torch.randn(1, 2, 6, 6, requires_grad=True)\n'
             'out = deterministic_roi_align(x, torch.tensor([[0, 1., 1., 4., 4.]]), 2)\n'
             'print(sorted(routing.DEVICES), type(out.grad_fn).__name__)')

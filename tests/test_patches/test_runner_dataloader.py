@@ -9,7 +9,7 @@ from mmengine.runner import Runner
 from support.toy_runner import runner_kwargs
 
 import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
-from mmrepro.checkpoint_io import safe_load
+from mmrepro.resume.checkpoint_io import safe_load
 
 #: Epoch checkpoints and one at iteration 10 (batch 2 of the second 8-batch epoch).
 HOOKS = [dict(type='ReproducibilityHook'),
@@ -56,12 +56,12 @@ def test_a_malformed_section_is_refused_before_the_loader_is_positioned(tmp_path
     import pytest
     import torch
 
-    from mmrepro.checkpoint_io import CheckpointLoadError
+    from mmrepro.resume.checkpoint_io import CheckpointLoadError
     Runner(**runner_kwargs(tmp_path / 'full', HOOKS)).train()
     path = str(tmp_path / 'full' / 'iter_10.pth')
     checkpoint = safe_load(path)
     checkpoint['mmrepro']['format'] = 99
     torch.save(checkpoint, path)
-    with pytest.raises(CheckpointLoadError, match=r"The 'mmrepro' section of checkpoint is "
-                       r'malformed \(format 99, this mmrepro reads format 1 or 2\)'):
+    with pytest.raises(CheckpointLoadError, match=r"The 'mmrepro' section of \S+iter_10\.pth "
+                       r'is malformed \(format 99, this mmrepro reads format 1 or 2\)'):
         _resume(tmp_path, 'refused')

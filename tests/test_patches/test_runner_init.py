@@ -11,7 +11,7 @@ from repro_utils import state_digest
 from support.toy_runner import runner_kwargs
 
 import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
-from mmrepro.checkpoint_io import safe_load
+from mmrepro.resume.checkpoint_io import safe_load
 
 
 def _mid_epoch_hook() -> dict:
@@ -33,7 +33,8 @@ def test_keyword_runner_with_the_hook_is_enabled_and_resumes_exactly(tmp_path):
 
 def test_keyword_runner_without_the_hook_stays_plain_mmengine(tmp_path):
     runner = Runner(**runner_kwargs(tmp_path, []))
-    assert not hasattr(runner, '_mmrepro_settings')
+    from mmrepro.run.state import enabled, run_state
+    assert not enabled(runner) and run_state(runner).settings is None
     runner.train()
     assert 'mmrepro' not in torch.load(str(tmp_path / 'epoch_1.pth'), weights_only=False)
 

@@ -13,9 +13,9 @@ from mmengine.dataset import DefaultSampler
 from mmengine.runner import Runner
 from repro_utils import CONFIGS, REPO, RUN_CWD, losses, pythonpath, state_digest, train_log
 
-from mmrepro.patches.runner_randomness import SETTINGS_ATTR
-from mmrepro.patches.scope import enabled_by_config
-from mmrepro.seeding import validate_randomness
+from mmrepro.run.enable import enabled_by_config
+from mmrepro.run.settings import validate_randomness
+from mmrepro.run.state import run_state
 
 #: A Runner script: ``probe.py MODE CONFIG WORK_DIR``; MODE ``ops`` imports mmrepro.ops
 #: first, ``plain`` never imports mmrepro (and checks that nothing else did).
@@ -69,7 +69,7 @@ def test_enabled_by_config(cfg, expected):
 def _runner_like(seed: int = 7):
     runner = types.SimpleNamespace(seed=seed, _train_dataloader=None, logger='current')
     # As set_randomness stores them: every key, defaults filled in.
-    setattr(runner, SETTINGS_ATTR, validate_randomness(dict(seed=seed)))
+    run_state(runner).settings = validate_randomness(dict(seed=seed))
     return runner
 
 

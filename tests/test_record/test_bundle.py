@@ -12,10 +12,10 @@ from mmengine.runner import Runner
 from support.toy_runner import runner_kwargs
 
 import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
-from mmrepro.checkpoint_io import safe_load
 from mmrepro.cli.bundle import main as bundle_main
 from mmrepro.cli.repro_diff import main as diff_main
 from mmrepro.record.bundle import BundleError, unpack
+from mmrepro.resume.checkpoint_io import safe_load
 
 HOOKS = [dict(type='ReproducibilityHook', trace_interval=8)]
 

@@ -85,7 +85,7 @@ def test_final_digest_without_a_last_checkpoint_is_what_a_checkpoint_would_hold(
     from support.toy_runner import runner_kwargs
 
     import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
-    from mmrepro.checkpoint_io import safe_load
+    from mmrepro.resume.checkpoint_io import safe_load
     kwargs = runner_kwargs(tmp_path, [dict(type='ReproducibilityHook'),
                                       dict(type='EMAHook', momentum=0.1)])
     kwargs['default_hooks']['checkpoint'] = dict(type='CheckpointHook', interval=2,

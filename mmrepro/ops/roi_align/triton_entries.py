@@ -1,6 +1,6 @@
 """Triton kernel of RoIAlign's backward: the gradient entries of every sampling point.
 
-Imported on first use by :mod:`mmrepro.ops.roi_align_kernels` (which describes the
+Imported on first use by :mod:`mmrepro.ops.roi_align.kernels` (which describes the
 method), so that ``TRITON_INTERPRET`` is read then.
 """
 from __future__ import annotations

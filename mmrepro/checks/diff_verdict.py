@@ -68,14 +68,14 @@ DATA_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
     ('the seed or randomness settings',
      lambda k: k in ('seed', 'config.randomness.seed') or k.startswith(
          ('randomness.', 'config.randomness.'))),
-    (LAYOUT_CAUSE, lambda k: k in _LAYOUT),
+    (LAYOUT_CAUSE, lambda k: k in _LAYOUT or k.startswith(('layout.', 'ddp.'))),
     ('the data loader or pipeline config', lambda k: k.startswith(_LOADER)),
 )
 #: (cause, predicate on a record key), from the most to the least likely to change
 #: results computed from the same samples.
 NUMERIC_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
     ('the config', lambda k: k.startswith('config.') or k == 'config_sha256'),
-    ('the code', lambda k: k.startswith('code.')),
+    ('the code', lambda k: k.startswith(('code.', 'audit'))),
     ('the GPU, its driver or the AMP dtype',
      lambda k: k.startswith(('numerics.gpu.', 'numerics.amp.', 'devices.cuda'))),
     ('library versions', lambda k: k.startswith(('versions.', 'numerics.libraries.'))),

@@ -1,8 +1,8 @@
 """DeterministicRoIAlign's sampling geometry, chunk plan and pure-PyTorch forward.
 
-Shared by the pure-PyTorch op (:mod:`mmrepro.ops.roi_align`, whose docstring is the
+Shared by the pure-PyTorch op (:mod:`mmrepro.ops.roi_align.layer`, whose docstring is the
 specification these functions follow, operation by operation as mmcv's CPU kernel) and
-the CUDA path (:mod:`mmrepro.ops.roi_align_cuda`).
+the CUDA path (:mod:`mmrepro.ops.roi_align.cuda`).
 """
 from __future__ import annotations
 

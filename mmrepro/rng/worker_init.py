@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 from mmengine.registry import FUNCTIONS
 
-from .rng_state import seed_host_rngs
-from .seeds import WORKER
+from .host_state import seed_host_rngs
+from .keys import WORKER
 
 
 @FUNCTIONS.register_module(name='mmrepro_worker_init_fn')

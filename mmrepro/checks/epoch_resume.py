@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-from . import check_repro
+from .runs import Run, literal, load_config, train
 
 #: What of a checkpoint is compared, and under which name.
 PARTS = (('state_dict', 'weights'), ('ema_state_dict', 'EMA'), ('optimizer', 'optimizer'))
@@ -121,7 +121,7 @@ def child_config(cfg: Any, config: str, epochs: int, segment: int) -> tuple:
         config=config, base=osp.abspath(config), epochs=epochs,
         unit='epochs' if by_epoch else f'segments of {segment} iterations',
         train_cfg=repr(train_cfg), by_epoch=by_epoch, interval=1 if by_epoch else segment,
-        hooks=check_repro._literal(hooks, 'custom_hooks', config))
+        hooks=literal(hooks, 'custom_hooks', config))
     return text, switches, by_epoch
 
 
@@ -129,12 +129,12 @@ def stop_config(cfg: Any, config: str, child: str, epochs: int, stop: int) -> st
     """A config that trains ``child`` and stops after iteration ``stop``, saved there."""
     hooks = moved_hooks(cfg, epochs)[0] + [dict(type='CheckReproStopHook', max_iters=stop)]
     return STOP_CONFIG.format(child=child, stop=stop,
-                              hooks=check_repro._literal(hooks, 'custom_hooks', config))
+                              hooks=literal(hooks, 'custom_hooks', config))
 
 
 def checkpoint_digests(path: str) -> Dict[str, str]:
     """sha256 of each compared part of a checkpoint (tensors by their bytes)."""
-    from ..checkpoint_io import safe_load
+    from ..resume.checkpoint_io import safe_load
     checkpoint = safe_load(path)
     return {name: object_digest(checkpoint[key]) for key, name in PARTS if key in checkpoint}
 
@@ -180,7 +180,7 @@ def check_epoch_resume(config: str, work_dir: str, epochs: int = 4, segment: int
     """
     result = EpochResume()
     try:
-        cfg = check_repro.load_config(config, list(cfg_options))
+        cfg = load_config(config, list(cfg_options))
         text, result.switches, by_epoch = child_config(cfg, config, epochs, segment)
         result.unit = 'epoch' if by_epoch else 'segment'
         os.makedirs(work_dir, exist_ok=True)
@@ -191,15 +191,15 @@ def check_epoch_resume(config: str, work_dir: str, epochs: int = 4, segment: int
         def final(run: str) -> str:
             name = f'epoch_{epochs}.pth' if by_epoch else f'iter_{epochs * segment}.pth'
             return osp.join(work_dir, run, name)
-        check_repro.train(check_repro.Run('full', f'{epochs} {result.unit}s'), child,
+        train(Run('full', f'{epochs} {result.unit}s'), child,
                           work_dir, list(cfg_options))
         reference = checkpoint_digests(final('full'))
         result.parts = list(reference)
         for k in range(1, epochs):
             name = f'epoch_{k}.pth' if by_epoch else f'iter_{k * segment}.pth'
-            run = check_repro.Run(f'from_{k}', f'resumed from {name}',
+            run = Run(f'from_{k}', f'resumed from {name}',
                                   args=['--resume', osp.join(work_dir, 'full', name)])
-            check_repro.train(run, child, work_dir, list(cfg_options))
+            train(run, child, work_dir, list(cfg_options))
             _compare(result, k, reference, final(run.name))
         if mid_epoch:
             first = 'epoch_1.pth' if by_epoch else f'iter_{segment}.pth'
@@ -223,16 +223,16 @@ def _check_mid_epoch(result: EpochResume, cfg: Any, config: str, work_dir: str,
                      child: str, final: Any, reference: Dict[str, str],
                      cfg_options: Sequence[str], epochs: int, first: str) -> None:
     """Stop a run in the middle of the second epoch, resume it, compare its end."""
-    from ..checkpoint_io import safe_load
+    from ..resume.checkpoint_io import safe_load
     length = safe_load(osp.join(work_dir, 'full', first))['meta']['iter']  # one epoch
     stop = length + max(length // 2, 1)
     stopped = osp.join(work_dir, 'stop_config.py')
     with open(stopped, 'w') as f:
         f.write(stop_config(cfg, config, child, epochs, stop))
-    check_repro.train(check_repro.Run('to_mid', f'stopped after iteration {stop}'),
+    train(Run('to_mid', f'stopped after iteration {stop}'),
                       stopped, work_dir, list(cfg_options))
-    run = check_repro.Run('from_mid', f'resumed from iter_{stop}.pth', args=[
+    run = Run('from_mid', f'resumed from iter_{stop}.pth', args=[
         '--resume', osp.join(work_dir, 'to_mid', f'iter_{stop}.pth')])
-    check_repro.train(run, child, work_dir, list(cfg_options))
+    train(run, child, work_dir, list(cfg_options))
     _compare(result, f'iteration {stop}', reference, final(run.name))
     result.mid = stop

@@ -7,9 +7,9 @@ runs mmrepro's ops (forward and backward) under Triton's interpreter
 (``TRITON_INTERPRET=1``) over the dtypes, sampling modes and channel counts
 that MMDetection's models use, records every launch, and computes each launch's
 specialisation as a CUDA launch would (Triton's own binder, for a CUDA target).
-:mod:`mmrepro.ops.aot_build` then builds the variants for real GPUs.
+:mod:`mmrepro.ops.aot.build` then builds the variants for real GPUs.
 
-Run as ``TRITON_INTERPRET=1 python -m mmrepro.ops.aot_capture OUT.json``.
+Run as ``TRITON_INTERPRET=1 python -m mmrepro.ops.aot.capture OUT.json``.
 """
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def _recording(found: List[Variant]) -> Iterator[None]:
 
 def _exercise_bilinear(dtype: torch.dtype, channels: int) -> None:
     """``bilinear_sample`` forward and backward in every sampling mode."""
-    from .bilinear_sample import SampleLayout, bilinear_sample
+    from ..bilinear_sample import SampleLayout, bilinear_sample
     ints = lambda *v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
     gen = torch.Generator().manual_seed(0)
     for has_mult in (False, True):
@@ -145,7 +145,7 @@ def _exercise_bilinear(dtype: torch.dtype, channels: int) -> None:
 
 def _exercise_roi_align(dtype: torch.dtype, channels: int) -> None:
     """The CUDA path of RoIAlign (``avg``): forward and the Triton backward."""
-    from .roi_align_cuda import TritonRoIAlignFunction
+    from ..roi_align.cuda import TritonRoIAlignFunction
     gen = torch.Generator().manual_seed(0)
     feat = torch.randn(2, channels, 8, 8, generator=gen).to(dtype).requires_grad_()
     rois = torch.tensor([[0, 1.0, 1.0, 6.0, 5.0], [1, 0.5, 2.0, 7.5, 7.0]], dtype=dtype)
@@ -165,11 +165,11 @@ def capture_variants(dtypes: Sequence[torch.dtype] = DTYPES,
     """
     from triton.runtime.interpreter import InterpretedFunction
 
-    from . import bilinear_kernels
+    from .. import bilinear_kernels
     if not isinstance(bilinear_kernels.forward_kernel, InterpretedFunction):
         raise RuntimeError('aot_capture: TRITON_INTERPRET=1 must be set before Triton is '
                            'imported; run `TRITON_INTERPRET=1 python -m '
-                           'mmrepro.ops.aot_capture OUT.json`.')
+                           'mmrepro.ops.aot.capture OUT.json`.')
     found: List[Variant] = []
     with _recording(found):
         for dtype in dtypes:
@@ -237,9 +237,9 @@ def load_variants(path: str) -> List[Variant]:
 
 
 def main(argv: Sequence[str] = tuple(sys.argv[1:])) -> int:
-    """``python -m mmrepro.ops.aot_capture OUT.json`` (sets ``TRITON_INTERPRET=1``)."""
+    """``python -m mmrepro.ops.aot.capture OUT.json`` (sets ``TRITON_INTERPRET=1``)."""
     if len(argv) != 1:
-        print('usage: python -m mmrepro.ops.aot_capture OUT.json', file=sys.stderr)
+        print('usage: python -m mmrepro.ops.aot.capture OUT.json', file=sys.stderr)
         return 2
     torch.set_num_threads(1)
     variants = capture_variants()

@@ -1,4 +1,10 @@
-"""A portable CPU mode: pin the instruction set PyTorch's CPU kernels use.
+"""The CPU's numerics: the facts that change its rounding, and a portable mode.
+
+Every CPU fact mmrepro reads is read here: the model, the kernel set PyTorch dispatches
+to, the thread counts and the environment variables that choose kernels
+(:func:`cpu_record`, for the run record).
+
+A portable CPU mode pins the instruction set PyTorch's CPU kernels use.
 
 PyTorch picks its CPU kernels (``DEFAULT``, ``AVX2``, ``AVX512``) and oneDNN and MKL
 pick theirs from the CPU they start on, and wider vectors add in another order: the
@@ -18,6 +24,7 @@ says what to set, when the process's kernels are not the ones asked for.
 from __future__ import annotations
 
 import os
+import platform
 from typing import Any, Dict, Optional
 
 import torch
@@ -30,6 +37,12 @@ CPU_ISA_ENV: Dict[str, Dict[str, str]] = {
     'avx512': dict(ATEN_CPU_CAPABILITY='avx512', DNNL_MAX_CPU_ISA='AVX512_CORE',
                    MKL_CBWR='AVX512'),
 }
+#: Environment variables that choose CPU kernels (read by PyTorch, oneDNN and MKL at
+#: start): those :data:`CPU_ISA_ENV` sets, and oneDNN's and MKL's other names.
+ISA_ENV = ('ATEN_CPU_CAPABILITY', 'DNNL_MAX_CPU_ISA', 'ONEDNN_MAX_CPU_ISA',
+           'MKL_ENABLE_INSTRUCTIONS', 'MKL_CBWR')
+#: Environment variables that set the thread counts (which change CPU rounding).
+THREAD_ENV = ('OMP_NUM_THREADS', 'MKL_NUM_THREADS')
 #: ``torch.backends.cpu.get_cpu_capability()`` of each (torch 2.1 says ``NO AVX``).
 _CAPABILITY = {'default': ('DEFAULT', 'NO AVX'), 'avx2': ('AVX2',), 'avx512': ('AVX512',)}
 
@@ -57,6 +70,28 @@ def capability() -> Optional[str]:
     """The kernel set PyTorch dispatches to in this process, where torch says."""
     getter = getattr(getattr(torch.backends, 'cpu', None), 'get_cpu_capability', None)
     return getter() if getter else None
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else the platform's word)."""
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_record() -> Dict[str, Any]:
+    """The CPU model, the kernel set PyTorch uses on it and the ISA variables.
+
+    (The intra-op thread count is in the run record's ``devices``.)
+    """
+    return dict(model=cpu_model(), machine=platform.machine(), capability=capability(),
+                interop_threads=torch.get_num_interop_threads(),
+                isa_env={k: os.environ[k] for k in ISA_ENV if k in os.environ})
 
 
 def check_process(isa: Optional[str], key: str = 'randomness.cpu_isa') -> None:

@@ -3,10 +3,10 @@
 ``torch.load`` refuses MMEngine's own checkpoints under ``weights_only=True``:
 the message hub holds ``HistoryBuffer`` objects and numpy arrays. Rather than
 falling back to loading arbitrary pickles, mmrepro allow-lists exactly the globals
-its checkpoints contain (:func:`mmrepro.safe_unpickler.allowed_globals`) for the duration
+its checkpoints contain (:func:`mmrepro.resume.safe_unpickler.allowed_globals`) for the duration
 of each load: through ``torch.serialization.safe_globals`` where it takes that list
 (torch 2.6+), otherwise through a restricted unpickler with the same allow-list
-(:mod:`mmrepro.safe_unpickler`, which owns both).
+(:mod:`mmrepro.resume.safe_unpickler`, which owns both).
 """
 from __future__ import annotations
 

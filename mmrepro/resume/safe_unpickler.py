@@ -1,13 +1,13 @@
 """mmrepro's checkpoint allow-list, and a restricted unpickler for torch without ``safe_globals``.
 
 :func:`allowed_globals` lists the globals an MMEngine/mmrepro checkpoint may contain;
-:func:`mmrepro.checkpoint_io.safe_load` allows exactly those on every torch.
+:func:`mmrepro.resume.checkpoint_io.safe_load` allows exactly those on every torch.
 
 torch < 2.6 cannot extend the allow-list of ``torch.load(weights_only=True)`` the way
 mmrepro needs (``safe_globals`` arrived in 2.5, its ``(callable, 'module.name')``
 entries in 2.6: pytorch#142153), and its fixed list refuses MMEngine's checkpoints
 (``HistoryBuffer``, numpy arrays). There,
-:func:`mmrepro.checkpoint_io.safe_load` passes this module to ``torch.load`` as its
+:func:`mmrepro.resume.checkpoint_io.safe_load` passes this module to ``torch.load`` as its
 ``pickle_module``: an unpickler whose ``find_class`` resolves only the globals that
 ``weights_only=True`` allows (torch's own list) plus mmrepro's allow-list
 (:func:`allowed_globals`), by exact name, before anything is

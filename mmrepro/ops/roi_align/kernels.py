@@ -28,7 +28,7 @@ from typing import Tuple
 import torch
 from torch import Tensor
 
-from .csr_kernels import compute_dtype, csr_rows, csr_sum, triton_available
+from ..csr_kernels import compute_dtype, csr_rows, csr_sum, triton_available
 
 __all__ = ['build_entries', 'csr_rows', 'roi_align_backward', 'triton_available']
 
@@ -40,8 +40,8 @@ _TL_DTYPE = {torch.float16: 'float16', torch.bfloat16: 'bfloat16', torch.float32
 
 
 def _kernels() -> ModuleType:
-    """:mod:`mmrepro.ops.roi_align_triton`, imported (with Triton) on first use."""
-    return importlib.import_module('.roi_align_triton', __package__)
+    """:mod:`mmrepro.ops.roi_align.triton_entries`, imported (with Triton) on first use."""
+    return importlib.import_module('.triton_entries', __package__)
 
 
 def build_entries(geometry: Tuple[Tensor, ...], batch: Tensor, pooled: Tuple[int, int],
@@ -50,7 +50,7 @@ def build_entries(geometry: Tuple[Tensor, ...], batch: Tensor, pooled: Tuple[int
 
     Args:
         geometry: ``(start_h, start_w, bin_h, bin_w, grid_h, grid_w, count)`` per RoI,
-            as :func:`mmrepro.ops.roi_align_plan.roi_geometry` returns them.
+            as :func:`mmrepro.ops.roi_align.plan.roi_geometry` returns them.
         batch: ``(K,)`` int batch index of every RoI.
         pooled: ``(pooled_h, pooled_w)``.
         height: Feature map height.

@@ -10,44 +10,17 @@ record, so that ``repro_diff`` can name them.
 from __future__ import annotations
 
 import ctypes
-import os
-import platform
 import re
 from typing import Any, Dict, List, Optional
 
 import torch
 
+from ..determinism.cpu import cpu_record
+
 __all__ = ['amp_record', 'cpu_record', 'gpu_record', 'library_record', 'numerics_record']
 
-#: Environment variables that choose CPU kernels (read by PyTorch and oneDNN at start).
-ISA_ENV = ('ATEN_CPU_CAPABILITY', 'DNNL_MAX_CPU_ISA', 'ONEDNN_MAX_CPU_ISA',
-           'MKL_ENABLE_INSTRUCTIONS', 'MKL_CBWR')
 #: Where Linux reports the loaded NVIDIA kernel driver.
 NVIDIA_PROC = '/proc/driver/nvidia/version'
-
-
-def _cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux, else the platform's word)."""
-    try:
-        with open('/proc/cpuinfo') as f:
-            for line in f:
-                if line.startswith('model name'):
-                    return line.split(':', 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_record() -> Dict[str, Any]:
-    """The CPU model, the kernel set PyTorch uses on it and the ISA variables.
-
-    (The intra-op thread count is in the record's ``devices``.)
-    """
-    capability = getattr(getattr(torch.backends, 'cpu', None), 'get_cpu_capability', None)
-    return dict(model=_cpu_model(), machine=platform.machine(),
-                capability=capability() if capability else None,
-                interop_threads=torch.get_num_interop_threads(),
-                isa_env={k: os.environ[k] for k in ISA_ENV if k in os.environ})
 
 
 def _built_with(pattern: str, config: str) -> Optional[str]:

@@ -21,6 +21,8 @@ import os
 import os.path as osp
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from ..data.wrappers import wrapped_datasets
+
 #: Accepted values of the fingerprint mode (``ReproducibilityHook(fingerprint=...)``).
 MODES = ('labels', 'content', 'stat')
 #: Data-info keys that name an image (fingerprinted by size in ``'labels'`` mode).
@@ -123,14 +125,12 @@ def data_fingerprint(dataset: Any, mode: str = 'labels') -> Dict[str, Any]:
                 files=files, mode=mode, num_samples=count)
 
 
-def _find(obj: Any, attr: str, depth: int = 0) -> Iterable[str]:
-    if depth > 4 or obj is None:
-        return
-    value = getattr(obj, attr, None)
-    if isinstance(value, str):
-        yield value
-    for inner in [getattr(obj, 'dataset', None), *getattr(obj, 'datasets', [])]:
-        yield from _find(inner, attr, depth + 1)
+def _find(dataset: Any, attr: str) -> Iterable[str]:
+    """The string values of ``attr`` on ``dataset`` and the datasets it wraps."""
+    for inner in wrapped_datasets(dataset):
+        value = getattr(inner, attr, None)
+        if isinstance(value, str):
+            yield value
 
 
 def _data_infos(dataset: Any) -> Iterable[dict]:

@@ -4,7 +4,7 @@
   It computes each output element by itself (no atomics), so it is deterministic and
   bit-identical to ``mmcv.ops.RoIAlign``. bfloat16, or an mmcv without its compiled
   ops, falls back to mmrepro's pure-PyTorch forward (``roi_align_plan.py``).
-- Backward: :func:`mmrepro.ops.roi_align_kernels.roi_align_backward`, entries sorted
+- Backward: :func:`mmrepro.ops.roi_align.kernels.roi_align_backward`, entries sorted
   by feature pixel then summed per pixel in that fixed order (Triton), accumulating in
   float32 (float64 for float64 inputs).
 
@@ -25,8 +25,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .roi_align_kernels import roi_align_backward
-from .roi_align_plan import Plan, pool, roi_geometry
+from .kernels import roi_align_backward
+from .plan import Plan, pool, roi_geometry
 
 #: dtypes mmcv 2.1.0's CUDA/CPU kernels are compiled for.
 MMCV_DTYPES = (torch.float16, torch.float32, torch.float64)

@@ -3,7 +3,7 @@
 Triton compiles for a named target without a device:
 ``triton.compile(ASTSource(...), target=GPUTarget('cuda', capability, 32))`` gives the
 PTX and, through the ``ptxas`` in Triton's wheel, the cubin. For every variant that
-:mod:`mmrepro.ops.aot_capture` recorded and every target in :data:`TARGETS`, this
+:mod:`mmrepro.ops.aot.capture` recorded and every target in :data:`TARGETS`, this
 module builds it and reads off what the hardware will run:
 
 - atomic instructions in the PTX (``atom.``/``red.``): mmrepro's backward passes
@@ -13,7 +13,7 @@ module builds it and reads off what the hardware will run:
 - registers, spills (local memory and stack, from ``cuobjdump -res-usage``) and
   shared memory, against what the target offers.
 
-Run as ``python -m mmrepro.ops.aot_build VARIANTS.json [--table OUT.md] [--jobs N]``
+Run as ``python -m mmrepro.ops.aot.build VARIANTS.json [--table OUT.md] [--jobs N]``
 (without ``TRITON_INTERPRET``); exit code 0 when every build succeeds without
 atomics and fits, 1 otherwise, 2 on bad arguments.
 """
@@ -33,7 +33,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
-from .aot_capture import Variant, load_variants
+from .capture import Variant, load_variants
 
 __all__ = ['MAX_SHARED', 'TARGETS', 'Build', 'build', 'build_all', 'problems', 'table']
 
@@ -172,10 +172,10 @@ def table(builds: Sequence[Build]) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m mmrepro.ops.aot_build VARIANTS.json``: see the module docstring."""
-    parser = argparse.ArgumentParser(prog='python -m mmrepro.ops.aot_build',
+    """``python -m mmrepro.ops.aot.build VARIANTS.json``: see the module docstring."""
+    parser = argparse.ArgumentParser(prog='python -m mmrepro.ops.aot.build',
                                      description=__doc__.split('\n\n')[0])
-    parser.add_argument('variants', help='JSON written by mmrepro.ops.aot_capture')
+    parser.add_argument('variants', help='JSON written by mmrepro.ops.aot.capture')
     parser.add_argument('--table', help='write the resource table (Markdown) here')
     parser.add_argument('--json', help='write every build (JSON list) here')
     parser.add_argument('--jobs', type=int, default=None, help='build processes')

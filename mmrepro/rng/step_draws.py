@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import torch
 
-from .data.global_stream import step_and_slice
-from .data.rng_state import seed_host_rngs
-from .data.seeds import MODEL, derive_seed
+from ..data.global_stream import step_and_slice
+from .host_state import seed_host_rngs
+from .keys import MODEL, derive_seed
 
 
 def step_key(seed: int, iteration: int, rank: int, micro: int) -> tuple:

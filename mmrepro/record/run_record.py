@@ -4,11 +4,11 @@
 ``randomness`` settings, world size and distributed backend, versions (python, torch,
 CUDA, cuDNN, numpy and every installed OpenMMLab ``mm*`` package), device names, PyTorch's
 numerics flags, the hardware and libraries that change rounding
-(:mod:`mmrepro.numerics_env`: CPU model and kernel set, GPU capability and SMs, driver,
+(:mod:`mmrepro.record.numerics`: CPU model and kernel set, GPU capability and SMs, driver,
 MKL, oneDNN, NCCL, AMP dtype), the environment variables that change results, a hash of the
 resolved config and the config itself flattened to dotted keys (so two records can
 name the keys that differ, e.g. ``optim_wrapper.optimizer.lr``), a fingerprint of
-the training data (:mod:`mmrepro.data_fingerprint`: annotation files and every
+the training data (:mod:`mmrepro.record.fingerprint`: annotation files and every
 sample's files) and of the code (mmrepro's sources, the git commit and uncommitted changes).
 ``ReproducibilityHook`` writes it to ``<log_dir>/run_record.json`` and into every
 checkpoint's ``meta['run_record']``; ``tools/repro_diff.py`` compares two of them.
@@ -29,12 +29,14 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
-from .data_fingerprint import data_fingerprint, file_sha256
-from .numerics_env import numerics_record
+from ..determinism.cpu import THREAD_ENV
+from .fingerprint import data_fingerprint, file_sha256
+from .numerics import numerics_record
 
 #: Environment variables that change numerical results or their reproducibility.
+#: (The CPU kernel variables are the numerics section's: :data:`mmrepro.determinism.cpu.ISA_ENV`.)
 RELEVANT_ENV = ('CUBLAS_WORKSPACE_CONFIG', 'PYTHONHASHSEED', 'CUDA_VISIBLE_DEVICES',
-                'OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'MKL_CBWR', 'KMP_DETERMINISTIC_REDUCTION',
+                *THREAD_ENV, 'KMP_DETERMINISTIC_REDUCTION',
                 'NCCL_ALGO', 'NCCL_PROTO', 'NVIDIA_TF32_OVERRIDE',
                 'TORCH_ALLOW_TF32_CUBLAS_OVERRIDE', 'TORCH_CUDNN_V8_API_ENABLED',
                 'CUDA_LAUNCH_BLOCKING')
@@ -74,7 +76,7 @@ def versions() -> Dict[str, Optional[str]]:
         if name.startswith('mm') and name not in out:
             out[name] = dist.version
     if out['mmrepro'] is None:
-        from .version import __version__
+        from ..version import __version__
         out['mmrepro'] = __version__
     out['cuda'] = torch.version.cuda
     out['cudnn'] = (str(torch.backends.cudnn.version())
@@ -192,11 +194,12 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, An
     Args:
         runner: The Runner.
         fingerprint: How sample files are fingerprinted
-            (:data:`mmrepro.data_fingerprint.MODES`). Defaults to ``'labels'``.
+            (:data:`mmrepro.record.fingerprint.MODES`). Defaults to ``'labels'``.
     """
-    from .patches.runner_randomness import SETTINGS_ATTR
-    from .seeding import get_world_size
-    settings = dict(getattr(runner, SETTINGS_ATTR, None) or {})
+    from ..rng.seeding import get_world_size
+    from ..run.state import find_state
+    state = find_state(runner)
+    settings = dict((state.settings if state is not None else None) or {})
     backend = (torch.distributed.get_backend()
                if torch.distributed.is_available() and torch.distributed.is_initialized()
                else None)
@@ -212,12 +215,25 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, An
         config=flatten_config(runner.cfg),
         code=code_fingerprint(),
         argv=sys.argv,
+        layout=layout_record(state),
+        ddp=dict(state.ddp) if state is not None else {},
+        audit=[dict(entry) for entry in state.audit] if state is not None else [],
     )
     try:
         record['data'] = data_fingerprint(runner.train_dataloader.dataset, fingerprint)
     except Exception as err:  # a Runner without train data
         record['data'] = dict(error=f'{type(err).__name__}: {err}')
     return record
+
+
+def layout_record(state: Any) -> Dict[str, Any]:
+    """The train loader's layout from the run's state (empty before it is built)."""
+    layout = getattr(state, 'layout', None)
+    if layout is None:
+        return {}
+    return dict(batch_size=layout.batch_size, world_size=layout.world_size,
+                accumulative_counts=layout.micro, global_batch=layout.global_batch,
+                global_stream=bool(state.global_stream))
 
 
 def write_run_record(runner: Any, record: Dict[str, Any]) -> str:
@@ -271,7 +287,7 @@ def load_run_record(path: str) -> Tuple[Dict[str, Any], str]:
             :data:`REQUIRED_KEYS`; the message names the file and what is wrong.
     """
     if osp.isfile(path) and path.endswith(('.pth', '.pt', '.ckpt')):
-        from .checkpoint_io import safe_load
+        from ..resume.checkpoint_io import safe_load
         try:
             checkpoint = safe_load(path, mmap=True)
         except Exception as err:

@@ -8,8 +8,8 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import torch
 
+from .keys import derive_bytes
 from .numpy_state import KEY_BYTES, restore_numpy_state, save_numpy_state, seed_numpy
-from .seeds import derive_bytes
 
 
 def seed_host_rngs(key: Tuple[int, ...]) -> None:

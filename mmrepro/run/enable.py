@@ -9,15 +9,10 @@ MMEngine's own code paths.
 """
 from __future__ import annotations
 
-import contextvars
-import functools
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 #: The names under which a config may list ``ReproducibilityHook``.
 HOOK_NAMES = ('ReproducibilityHook', 'mmrepro.ReproducibilityHook')
-#: Runner attribute holding the validated randomness settings (seed materialised); set by
-#: :func:`mmrepro.patches.runner_randomness.set_randomness` on a Runner mmrepro acts for.
-SETTINGS_ATTR = '_mmrepro_settings'
 
 
 def enabled_by_config(cfg: Any) -> bool:
@@ -68,26 +63,3 @@ def enable_in_config(custom_imports: Any, custom_hooks: Any,
     if added:
         hooks.append(dict(type=HOOK_NAMES[0], **hook_options))
     return imports, hooks, added
-
-
-def enabled(runner: Any) -> bool:
-    """Whether mmrepro acts for ``runner`` (its ``set_randomness`` found it enabled)."""
-    return getattr(runner, SETTINGS_ATTR, None) is not None
-
-
-#: True while an enabled Runner loads a checkpoint (read by the local-file loader).
-SAFE_LOADING = contextvars.ContextVar('mmrepro_safe_loading', default=False)
-
-
-def with_safe_loading(method: Callable) -> Callable:
-    """Wrap a Runner method so that, for an enabled Runner, loads inside it are mmrepro's."""
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not enabled(self):
-            return method(self, *args, **kwargs)
-        token = SAFE_LOADING.set(True)
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            SAFE_LOADING.reset(token)
-    return wrapper

@@ -73,9 +73,9 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 from torch.nn.modules.utils import _pair
 
-from . import routing
-from .roi_align_kernels import triton_available
-from .roi_align_plan import Plan, pool
+from .. import routing
+from .kernels import triton_available
+from .plan import Plan, pool
 
 __all__ = ['DeterministicRoIAlign', 'deterministic_roi_align']
 
@@ -223,7 +223,7 @@ def deterministic_roi_align(input: Tensor, rois: Tensor,
         max_chunk_elements = DEFAULT_MAX_CHUNK_ELEMENTS[
             'cpu' if input.device.type == 'cpu' else 'other']
     if input.device.type in routing.DEVICES and pool_mode == 'avg' and triton_available():
-        from .roi_align_cuda import TritonRoIAlignFunction
+        from .cuda import TritonRoIAlignFunction
         return TritonRoIAlignFunction.apply(
             input, rois.detach().to(input.dtype), pooled_h, pooled_w, spatial_scale,
             sampling_ratio, aligned, max_chunk_elements)

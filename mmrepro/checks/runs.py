@@ -1,0 +1,137 @@
+"""Training a config in a subprocess, as the checks do: the run, its command, its config.
+
+A check trains ``tools/train.py`` (or ``mmrepro.cli.train``) in a subprocess on a
+generated child config that inherits the user's and changes only what the check needs;
+:func:`train` returns the run's log dir, or raises with the tail of its log.
+"""
+from __future__ import annotations
+
+import ast
+import os.path as osp
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, List, Optional, Tuple
+
+from ..record.run_record import find_log_dir
+from ..run import config as run_config
+from ..run.config import ConfigError
+
+#: Serialises the in-process steps (config parsing, the model audit) for callers that
+#: check several configs from threads: MMEngine's ``Config.fromfile`` pushes and pops
+#: ``sys.path`` and ``sys.modules`` entries, and building a model sets the default scope.
+IN_PROCESS_LOCK = threading.Lock()
+#: Seed used when the config has none (a seedless config never reruns identically).
+DEFAULT_SEED = 0
+
+
+@dataclass
+class Run:
+    """One training run of a check.
+
+    Attributes:
+        name: Its name (``run_a``, ``run_b``, ``resume``, ``workers2``...).
+        description: What differs from ``run_a``, for the output.
+        args: Extra ``tools/train.py`` arguments.
+        cfg_options: Extra ``--cfg-options`` (after the user's).
+        expected: Run record keys that differ from ``run_a`` by design.
+    """
+
+    name: str
+    description: str
+    args: List[str] = field(default_factory=list)
+    cfg_options: List[str] = field(default_factory=list)
+    expected: Tuple[str, ...] = ()
+
+
+def load_config(path: str, options: List[str], world_size: Optional[int] = 1,
+                prog: str = 'check_repro') -> Any:
+    """The config at ``path`` with the ``--cfg-options`` strings ``options`` applied,
+    checked for a training run on ``world_size`` ranks (``randomness``, and the global
+    batch unless ``world_size`` is None).
+
+    Raises:
+        ConfigError: It cannot be loaded, has nothing to train, or is invalid.
+    """
+    cfg = run_config.load_config(path, options, lock=IN_PROCESS_LOCK)
+    for key in ('model', 'train_dataloader', 'optim_wrapper'):
+        if not cfg.get(key):
+            raise ConfigError(f'config {path!r} has no {key}; {prog} needs a training '
+                              'config')
+    run_config.check_training_config(cfg, world_size)
+    return cfg
+
+
+def literal(value: Any, what: str, config: str) -> str:
+    """``repr(value)`` for a generated config, if it is a plain Python literal.
+
+    Raises:
+        ValueError: ``value`` holds objects a config file cannot write back.
+    """
+    text = repr(value)
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise ValueError(f'{what} of {config!r} are not plain values ({text[:200]}); '
+                         'mmrepro cannot rewrite them') from None
+    return text
+
+
+def seed_of(cfg: Any) -> int:
+    """The config's seed, or :data:`DEFAULT_SEED` where it has none."""
+    seed = (cfg.get('randomness') or {}).get('seed')
+    return DEFAULT_SEED if seed is None else seed
+
+
+def deterministic(cfg: Any) -> bool:
+    """Whether the config asks for deterministic mode."""
+    return bool((cfg.get('randomness') or {}).get('deterministic', False))
+
+
+def train_command(child: str, work_dir: str, run: Run, user_options: List[str],
+                  nproc: int = 0) -> List[str]:
+    """The command line that trains ``run`` (torchrun with ``nproc`` processes if > 0)."""
+    script = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))),
+                      'tools', 'train.py')
+    entry = [script] if osp.isfile(script) else ['-m', 'mmrepro.cli.train']
+    launch, launcher = [], []
+    if nproc:
+        launch = ['-m', 'torch.distributed.run', f'--nproc_per_node={nproc}',
+                  f'--master_port={free_port()}']
+        launcher = ['--launcher', 'pytorch']
+    options = [*user_options, *run.cfg_options]
+    return [sys.executable, *launch, *entry, child, '--work-dir', work_dir, *run.args,
+            *launcher, *(['--cfg-options', *options] if options else [])]
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now."""
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def train(run: Run, child: str, root: str, user_options: List[str], nproc: int = 0) -> str:
+    """Train ``run`` (on ``nproc`` processes launched by torchrun if > 0); return its log
+    dir.
+
+    Raises:
+        RuntimeError: The training failed (the message names its log).
+    """
+    work_dir = osp.join(root, run.name)
+    log = osp.join(root, f'{run.name}.log')
+    shutil.rmtree(work_dir, ignore_errors=True)
+    command = train_command(child, work_dir, run, user_options, nproc)
+    with open(log, 'w') as f:
+        f.write(' '.join(command) + '\n')
+        f.flush()
+        code = subprocess.call(command, stdout=f, stderr=subprocess.STDOUT)
+    if code != 0:
+        with open(log, errors='replace') as f:
+            tail = ''.join(f.readlines()[-25:])
+        raise RuntimeError(f'training run {run.name!r} failed with exit code {code}; full '
+                           f'log: {log}\n--- last lines ---\n{tail}')
+    return find_log_dir(work_dir)

@@ -1,0 +1,1 @@
+"""Exact resume: safe checkpoint loading, the checkpoint's ``mmrepro`` section and its parts."""

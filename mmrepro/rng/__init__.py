@@ -1,0 +1,1 @@
+"""Seeds, per-sample and per-step keys, and the process's host RNG states."""
