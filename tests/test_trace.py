@@ -236,6 +236,13 @@ def test_tracer_writes_every_nth_iteration_with_hooks_only_then(tmp_path):
     assert set(line['buffer']) >= {'block.bn.running_mean', 'block.bn.num_batches_tracked'}
 
 
+def test_traced_steps_are_dense_below_the_interval_then_every_interval():
+    from mmrepro.trace.steps import traced_step
+    assert [s for s in range(1, 130) if traced_step(s, 50)] == [1, 2, 4, 8, 16, 32, 50, 100]
+    assert [s for s in range(1, 10) if traced_step(s, 1)] == list(range(1, 10))
+    assert [s for s in range(1, 13) if traced_step(s, 3)] == [1, 2, 3, 6, 9, 12]
+
+
 def test_tracer_gradients_are_those_of_backward(tmp_path):
     path, _ = _train(tmp_path, 'a', iters=1)
     _, lines = T.read_trace(path)
@@ -391,5 +398,12 @@ def test_the_hook_traces_by_default_and_reruns_trace_alike(runs):
         (path,) = glob.glob(osp.join(runs.get('retinanet', tag), '*', T.TRACE_NAME))
         traces.append(T.read_trace(path))
     (header, lines), (_, again) = traces
-    assert header['interval'] == 50 and [line['iter'] for line in lines] == [1]
+    # 24 optimizer steps: the dense early steps below the interval of 50
+    assert header['interval'] == 50 and header['points'] == 'dense'
+    assert [line['iter'] for line in lines] == [1, 2, 4, 8, 16]
+    assert [line['step'] for line in lines] == [1, 2, 4, 8, 16]
     assert len(lines[0]['grad']) == 81 and lines == again
+    # the whole step: 2 samples, the loss of its one micro-batch, the applied gradients
+    assert len(lines[0]['step_data']) == 2 and set(lines[0]['step_grad']) == set(
+        lines[0]['grad'])
+    assert lines[0]['step_losses']['0.loss'] == lines[0]['losses']['loss']

@@ -134,6 +134,36 @@ def compare_traces(lines_a: Sequence[Mapping[str, Any]],
     return result
 
 
+def step_lines(lines: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """A trace's whole-step records (:mod:`.steps`) as trace lines keyed by step.
+
+    Each has ``iter`` = the optimizer step, the step's samples as ``data``, every
+    micro-batch's losses as ``losses``, the applied gradients as ``grad`` and the
+    weights and buffers after the step; ``run_iter`` keeps the run's own iteration.
+    """
+    out = []
+    for line in lines:
+        if 'step' not in line:
+            continue
+        out.append(dict(iter=line['step'], run_iter=line['iter'], epoch=line.get('epoch'),
+                        data=line.get('step_data', {}), losses=line.get('step_losses', {}),
+                        grad=line.get('step_grad', {}), weight=line.get('weight', {}),
+                        buffer=line.get('buffer', {})))
+    return out
+
+
+def compare_steps(lines_a: Sequence[Mapping[str, Any]],
+                  lines_b: Sequence[Mapping[str, Any]]) -> TraceDiff:
+    """:func:`compare_traces` over whole optimizer steps (:func:`step_lines`).
+
+    Two runs of different layouts with the same global batch (ranks, per-rank batch,
+    ``accumulative_counts``) compare here step by step: ``common`` and ``iteration``
+    count optimizer steps.
+    """
+    return compare_traces(step_lines(lines_a), step_lines(lines_b),
+                          ('losses', DATA, 'grad', 'weight', 'buffer'))
+
+
 def _compare_data(result: TraceDiff, line_a: Mapping[str, Any], line_b: Mapping[str, Any],
                   sections: Sequence[str]) -> None:
     """Follow the data digests past the first difference, to the first data difference."""

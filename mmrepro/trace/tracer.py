@@ -9,15 +9,22 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from torch import Tensor, nn
 from torch.autograd import Variable
 
-from ..data.global_stream import accumulative_counts, step_and_slice
+from ..data.global_stream import step_and_slice
+from ..run.state import find_state
 from .batching import _Batch, _batch, _DigestCache, _Pending, _pending, _resolve, digest
 from .digests import to_hex
 from .fileformat import ROOT_NAME, SECTIONS, TRACE_FORMAT, TRACE_NAME, TRACE_VERSION
 from .samples import DATA, global_slots, sample_digests
+from .steps import POINTS, StepRecorder, traced_step
 
 
 class Tracer:
-    """Record losses and digests at the first iteration and every ``interval`` iterations.
+    """Record losses and digests at the first optimizer steps and every ``interval`` steps.
+
+    The traced steps are 1, 2, 4, ... below ``interval``, then every ``interval``
+    (:func:`~mmrepro.trace.steps.traced_step`); every micro-batch of a traced step is
+    traced, and the line of its last micro-batch also holds the step as a whole, the same
+    for every layout with the same global batch (:mod:`~mmrepro.trace.steps`).
 
     With ``forward``, forward hooks (on every module) exist only during traced
     iterations: they are added in :meth:`before_train_iter` and removed in
@@ -44,8 +51,8 @@ class Tracer:
 
     Args:
         runner: The MMEngine Runner (``runner.model``, ``runner.log_dir``).
-        interval: Trace the first iteration and iterations ``i`` (1-based) with
-            ``i % interval == 0``.
+        interval: Trace optimizer steps ``s`` (1-based) with ``s % interval == 0``, and
+            the powers of two below it.
         filename: Trace file name in ``runner.log_dir``.
         forward: Also digest every module's forward output, to name the first module
             whose output differs (``tools/check_repro.py`` turns it on). Off by
@@ -75,6 +82,12 @@ class Tracer:
         self._trainable: Optional[Tuple[bool, ...]] = None
         rank, world_size = get_dist_info()
         self._rank, self._world_size = rank, world_size
+        state = find_state(runner)
+        layout = state.layout if state is not None else None
+        #: Micro-batches per optimizer step (``accumulative_counts``).
+        self.micro = layout.micro if layout is not None else 1
+        self._steps = StepRecorder(model, getattr(runner, 'optim_wrapper', None), rank,
+                                   world_size)
         if rank:
             filename = f'{osp.splitext(filename)[0]}_rank{rank}.jsonl'
         self.path = osp.join(runner.log_dir, filename)
@@ -87,29 +100,34 @@ class Tracer:
         self._grad: Dict[str, _Pending] = {}
         self._calls: Dict[str, int] = {}
         self._data: Dict[str, str] = {}
+        self._local: Dict[str, str] = {}
         self._cache = _DigestCache()
         self._active = False
         self._file = open(self.path, 'w')
         header = dict(format=TRACE_FORMAT, version=TRACE_VERSION, interval=interval,
+                      points=POINTS, micro=self.micro,
+                      global_batch=layout.global_batch if layout is not None else None,
                       rank=rank, world_size=world_size, forward=forward,
                       modules={name: type(module).__name__ for name, module in self._modules})
         self._write(header)
 
     # ----------------------------------------------------------------- runner calls
     def traced(self, iteration: int) -> bool:
-        """Whether the 0-based ``iteration`` is traced (the first one always is)."""
-        return iteration == 0 or (iteration + 1) % self.interval == 0
+        """Whether the 0-based ``iteration`` is traced: every micro-batch of a traced
+        optimizer step (:func:`~mmrepro.trace.steps.traced_step`)."""
+        return traced_step(iteration // self.micro + 1, self.interval)
 
     def before_train_iter(self, runner: Any, batch_idx: int, data_batch: Any = None) -> None:
         """Digest the batch's samples and install the hooks when this iteration is traced."""
         if not self.traced(runner.iter) or self._file is None:
             return
         self._active = True
-        self._data = sample_digests(data_batch)
+        self._steps.begin()
+        self._local = sample_digests(data_batch)
+        self._data = self._local
         if self._world_size > 1:  # every rank traces this iteration: list the global batch
             from mmengine.dist import all_gather_object
-            micro = accumulative_counts(runner.optim_wrapper)
-            place = step_and_slice(runner.iter, self._rank, micro)[1]
+            place = step_and_slice(runner.iter, self._rank, self.micro)[1]
             self._data = global_slots(all_gather_object((place, self._data)))
         for name, module in self._modules if self.forward else ():
             self._handles.append(module.register_forward_hook(partial(self._on_forward, name)))
@@ -136,6 +154,13 @@ class Tracer:
         if self._data:
             line[DATA] = self._data
         line.update({s: {} for s in (SECTIONS if self.forward else SECTIONS[1:])})
+        step, place = step_and_slice(runner.iter, self._rank, self.micro)
+        self._steps.add(place, self._local, line['losses'])
+        if (runner.iter + 1) % self.micro == 0:  # the step's last micro-batch
+            fields, grads = self._steps.finish(step + 1)
+            line.update(fields, step_grad={})
+            if grads is not None:
+                batches.append(grads)
         pending = [(section, name, value)
                    for section, values in (('forward', self._forward), ('grad', self._grad))
                    for name, value in values.items()]
@@ -154,6 +179,7 @@ class Tracer:
         """Remove any hooks and close the file."""
         self._remove_hooks()
         self._remove_grad_hooks()
+        self._steps.close()
         if self._file is not None:
             self._file.close()
             self._file = None

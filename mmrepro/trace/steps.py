@@ -1,0 +1,110 @@
+"""Which optimizer steps a trace records, and what it records of each whole step.
+
+A run is traced at its first optimizer steps densely (1, 2, 4, 8, ... below the
+interval), so that a teammate's short check has early points to compare with, and then
+every ``interval`` steps. Every micro-batch of a traced step is traced.
+
+At the last micro-batch of a traced step the trace line also holds the step as a whole,
+the same for every process layout with the same global batch (ranks, per-rank batch,
+``accumulative_counts``), so that runs of different layouts compare step by step:
+
+- ``step``: the optimizer step (1-based);
+- ``step_data``: one digest per sample of the global batch, by place in it;
+- ``step_losses``: every micro-batch's loss values, as ``'<slice>.<name>'``;
+- ``step_grad``: the gradients the optimizer applied (after the all-reduce, the
+  accumulation and any clipping), per parameter;
+- ``weight`` and ``buffer`` (written at every traced iteration) are then after the step.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from torch import nn
+
+from .batching import _Batch, _batch
+from .samples import global_slots
+
+#: Trace line keys of the whole step (see the module docstring).
+STEP = 'step'
+STEP_SECTIONS = ('step_data', 'step_losses', 'step_grad')
+#: How traced steps are chosen (the trace header's ``points``).
+POINTS = 'dense'
+
+
+def traced_step(step: int, interval: int) -> bool:
+    """Whether the 1-based optimizer ``step`` is traced: 1, 2, 4, ... below ``interval``,
+    then every ``interval``."""
+    return step % interval == 0 or (step < interval and step & (step - 1) == 0)
+
+
+class StepRecorder:
+    """Collect what a traced step holds over its micro-batches and ranks.
+
+    Args:
+        model: The model (its parameters' gradients are read before the step).
+        optim_wrapper: The Runner's optimizer wrapper (a step pre-hook is added to each of
+            its optimizers; removed by :meth:`close`).
+        rank: This process's rank.
+        world_size: Number of ranks.
+    """
+
+    def __init__(self, model: nn.Module, optim_wrapper: Any, rank: int,
+                 world_size: int) -> None:
+        self.model = model
+        self.rank, self.world_size = rank, world_size
+        self._data: List[Tuple[int, Dict[str, str]]] = []
+        self._losses: List[Tuple[int, Dict[str, str]]] = []
+        self._grads: Optional[_Batch] = None
+        self._active = False
+        self._handles = [optimizer.register_step_pre_hook(self._before_step)
+                         for optimizer in _optimizers(optim_wrapper)]
+
+    def begin(self) -> None:
+        """A traced micro-batch starts: the optimizer step ending the step is read."""
+        self._active = True
+
+    def add(self, place: int, data: Dict[str, str], losses: Dict[str, str]) -> None:
+        """Keep one traced micro-batch's sample digests and losses (its slice ``place``)."""
+        self._data.append((place, data))
+        self._losses.append((place, losses))
+
+    def finish(self, step: int) -> Tuple[Dict[str, Any], Optional[_Batch]]:
+        """The step's fields for the trace line (gathered from every rank) and the pending
+        gradient digests; start anew."""
+        slices = [(self._data, self._losses)]
+        if self.world_size > 1:
+            from mmengine.dist import all_gather_object
+            slices = all_gather_object(slices[0])
+        data = global_slots([item for pair in slices for item in pair[0]])
+        losses = {f'{place}.{name}': value for pair in slices
+                  for place, values in sorted(pair[1]) for name, value in values.items()}
+        fields: Dict[str, Any] = {STEP: step, 'step_data': data,
+                                  'step_losses': dict(sorted(losses.items()))}
+        grads, self._grads = self._grads, None
+        self._data, self._losses, self._active = [], [], False
+        return fields, grads
+
+    def close(self) -> None:
+        """Remove the optimizer hooks."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """Digest the gradients the optimizer is about to apply (traced steps only)."""
+        if not self._active:
+            return
+        named = [(name, param.grad) for name, param in self.model.named_parameters()
+                 if param.grad is not None]
+        if named:
+            self._grads = _batch([('step_grad', name) for name, _ in named],
+                                 [grad for _, grad in named])
+
+
+def _optimizers(optim_wrapper: Any) -> List[Any]:
+    """The torch optimizers of an ``OptimWrapper`` or ``OptimWrapperDict``."""
+    if optim_wrapper is None:
+        return []
+    wrappers = optim_wrapper.values() if hasattr(optim_wrapper, 'values') else [optim_wrapper]
+    return [getattr(wrapper, 'optimizer', None) for wrapper in wrappers
+            if hasattr(getattr(wrapper, 'optimizer', None), 'register_step_pre_hook')]
