@@ -16,6 +16,7 @@ import argparse
 import sys
 from typing import List, Optional
 
+from ..checks.against import AgainstOptions, run_against
 from ..checks.repro_check import PROG, CheckOptions, run_check
 from ..record.bundle import BundleError
 from ..record.run_record import RunRecordError
@@ -51,6 +52,15 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='also resume the first run from its middle checkpoint')
     parser.add_argument('--workers-check', type=int, default=None, metavar='K',
                         help='also train with train_dataloader.num_workers=K')
+    parser.add_argument('--against', metavar='BASELINE', default=None,
+                        help="check that this machine reproduces BASELINE: its work dir or "
+                        'the bundle mmrepro-bundle wrote')
+    parser.add_argument('--from', dest='resume_from', metavar='CHECKPOINT', default=None,
+                        help="with --against: start from this checkpoint of the baseline's "
+                        'and train to its next traced step')
+    parser.add_argument('--go-on', action='store_true',
+                        help='with --against: train and compare even when the config or '
+                        'the data differ from the baseline\'s')
     parser.add_argument('--launcher', choices=['none', 'pytorch'], default='none',
                         help='pytorch: every run is --nproc processes launched by '
                         'torch.distributed.run (NCCL on GPUs, gloo on CPU); default: none')
@@ -68,15 +78,39 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
                         nproc=args.nproc if args.launcher == 'pytorch' else 0)
 
 
+def against_options(args: argparse.Namespace) -> AgainstOptions:
+    """The baseline check's options from the parsed command line.
+
+    Raises:
+        ValueError: A flag of the plain check was given with ``--against``.
+    """
+    for flag, given in (('--resume-check', args.resume_check),
+                        ('--workers-check', args.workers_check is not None)):
+        if given:
+            raise ValueError(f'{flag} checks a config on its own; it cannot be combined with '
+                             '--against (use --from CHECKPOINT to check a resumed run)')
+    return AgainstOptions(config=args.config, baseline=args.against, steps=args.iters,
+                          resume_from=args.resume_from, go_on=args.go_on,
+                          work_dir=args.work_dir, cfg_options=list(args.cfg_options),
+                          nproc=args.nproc if args.launcher == 'pytorch' else 0)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of ``tools/check_repro.py``; returns the exit status."""
     args = parse_args(argv)
     try:
         if args.launcher == 'pytorch' and args.nproc < 1:
             raise ValueError(f'--nproc must be >= 1, got {args.nproc}')
-        options = check_options(args)
-        options.validate()
-        return run_check(options).status
+        if args.against is None:
+            for flag, given in (('--from', args.resume_from), ('--go-on', args.go_on)):
+                if given:
+                    raise ValueError(f'{flag} needs --against BASELINE')
+            options = check_options(args)
+            options.validate()
+            return run_check(options).status
+        against = against_options(args)
+        against.validate()
+        return run_against(against).status
     except (ValueError, TypeError, RuntimeError, RunRecordError, TraceError,
             BundleError) as err:
         return report(PROG, err)

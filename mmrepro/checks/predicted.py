@@ -1,0 +1,238 @@
+"""Before training: what in this environment and config will keep a baseline from reproducing.
+
+:func:`predicted_record` gathers, without training, what the run record of a run of the
+config here would hold (config, data fingerprint, versions, CPU/GPU numerics, layout);
+:func:`obstacles` compares it with the baseline's record and sorts the differences into
+:data:`KINDS`, most decisive first. A config or data difference blocks the check.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from ..data.global_stream import Layout, accumulative_counts
+from ..determinism.cpu import THREAD_ENV
+from ..record.fingerprint import data_fingerprint
+from ..record.numerics import numerics_record
+from ..record.run_record import (
+    RELEVANT_ENV,
+    code_fingerprint,
+    devices,
+    diff_records,
+    flatten_config,
+    torch_flags,
+    versions,
+)
+from ..run.enable import HOOK_NAMES
+from .diff_verdict import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings
+
+#: The kinds of obstacle, most decisive first; the first two block the check.
+KINDS = ('config', 'data', 'library versions', 'CPU/GPU numerics', 'layout')
+BLOCKING = ('config', 'data')
+#: The cause each of :mod:`~mmrepro.checks.diff_verdict`'s causes is reported as.
+_KIND_OF = {
+    'the data files (fingerprint)': 'data',
+    'the seed or randomness settings': 'config',
+    'the data loader or pipeline config': 'config',
+    'the config': 'config',
+    'the code': 'library versions',
+    'library versions': 'library versions',
+    LAYOUT_CAUSE: 'layout',
+}
+#: Record keys a check run differs in by design, or that name the process layout (judged
+#: on its own: :func:`layout_obstacle`).
+_EXPECTED = ('config_sha256', 'world_size', 'backend', 'launcher', 'config.launcher',
+             'config.resume', 'config.load_from', 'config.train_dataloader.batch_size',
+             'config.optim_wrapper.accumulative_counts', 'config.randomness.global_batch')
+_EXPECTED_PREFIXES = ('layout.', 'ddp.', 'audit', 'code.git', 'devices.host',
+                      'devices.platform', 'devices.cpu_count', 'numerics.cpu.model',
+                      'env.PYTHONHASHSEED', 'env.CUDA_VISIBLE_DEVICES',
+                      'env.CUDA_LAUNCH_BLOCKING')
+#: Thread variables: an obstacle only where the intra-op thread count itself differs.
+_THREAD_KEYS = tuple(f'env.{name}' for name in THREAD_ENV)
+
+
+@dataclass
+class Obstacle:
+    """One difference from the baseline that will keep the runs from being bit-identical.
+
+    Attributes:
+        kind: One of :data:`KINDS`.
+        text: What differs, e.g. ``devices.torch_threads: 2 vs 1``.
+    """
+
+    kind: str
+    text: str
+
+    @property
+    def blocking(self) -> bool:
+        """Whether the check stops before training (a config or data difference)."""
+        return self.kind in BLOCKING
+
+
+def layout_of_record(record: Dict[str, Any]) -> Optional[Layout]:
+    """The layout a run record was trained with (its ``layout`` section, else its config)."""
+    section = record.get('layout') or {}
+    if section.get('batch_size'):
+        return Layout(int(section['batch_size']), 0, int(section['world_size']),
+                      int(section['accumulative_counts']))
+    config = record.get('config') or {}
+    try:
+        batch = int(config['train_dataloader.batch_size'])
+        micro = int(config.get('optim_wrapper.accumulative_counts', '1'))
+    except (KeyError, ValueError):
+        return None
+    return Layout(batch, 0, int(record.get('world_size') or 1), micro)
+
+
+def predicted_layout(cfg: Any, world_size: int) -> Layout:
+    """The layout a run of ``cfg`` on ``world_size`` ranks trains with."""
+    return Layout(int(cfg.train_dataloader.batch_size), 0, world_size,
+                  accumulative_counts(cfg.get('optim_wrapper') or {}))
+
+
+def predicted_threads(cfg: Any, world_size: int) -> int:
+    """The intra-op thread count a training process of this run will use."""
+    threads = (cfg.get('randomness') or {}).get('threads')
+    if threads:
+        return int(threads)
+    value = os.environ.get('OMP_NUM_THREADS', '')
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    return 1 if world_size > 1 else torch.get_num_threads()  # torchrun sets 1
+
+
+def predicted_record(cfg: Any, world_size: int, dataset: Any,
+                     fingerprint: str = 'labels') -> Dict[str, Any]:
+    """What the run record of training ``cfg`` on ``world_size`` ranks here would hold.
+
+    Args:
+        cfg: The config as it will be trained (``--cfg-options`` applied).
+        world_size: Ranks the check trains on.
+        dataset: The built training dataset (for the data fingerprint).
+        fingerprint: The baseline's fingerprint mode.
+    """
+    from ..run.settings import validate_randomness
+    threads = predicted_threads(cfg, world_size)
+    env = {k: os.environ.get(k) for k in RELEVANT_ENV}
+    if world_size > 1 and not env.get('OMP_NUM_THREADS'):
+        env['OMP_NUM_THREADS'] = '1'
+    numerics = numerics_record(cfg.get('optim_wrapper'))
+    settings = validate_randomness(cfg.get('randomness'))
+    return dict(
+        seed=settings['seed'], randomness=settings, world_size=world_size,
+        versions=versions(), devices=dict(devices(), torch_threads=threads), env=env,
+        torch_flags=seeded_flags(settings), numerics=numerics, config=flatten_config(cfg),
+        code=code_fingerprint(), data=data_fingerprint(dataset, fingerprint))
+
+
+def seeded_flags(settings: Dict[str, Any]) -> Dict[str, Any]:
+    """PyTorch's numerics flags as a run with these settings sets them when it seeds
+    (:func:`mmrepro.determinism.mode.set_deterministic`), without setting them here."""
+    flags = torch_flags()
+    if settings['deterministic']:
+        flags.update(deterministic_algorithms=True,
+                     deterministic_warn_only=bool(settings['warn_only']),
+                     cudnn_deterministic=True, cudnn_benchmark=False)
+        if settings['fill_uninitialized_memory'] is not None:
+            flags['fill_uninitialized_memory'] = settings['fill_uninitialized_memory']
+    return flags
+
+
+def _without_hook_options(config: Dict[str, str]) -> Dict[str, str]:
+    """A flattened config without mmrepro's own hooks' entries (their options, such as the
+    trace interval, change nothing the model computes)."""
+    own = {key.rsplit('.', 1)[0] for key, value in config.items()
+           if key.startswith('custom_hooks.') and key.endswith('.type')
+           and value.strip('\'"') in (*HOOK_NAMES, 'CheckReproStopHook')}
+    return {key: value for key, value in config.items()
+            if not any(key.startswith(prefix + '.') for prefix in own)}
+
+
+#: Config keys that say where the data lie, which differs between machines; what the
+#: data are is the data fingerprint's to say (relative to ``data_root``).
+_LOCATIONS = ('data_root', 'ann_file', 'img_path', 'seg_map_path')
+
+
+def _located(key: str) -> bool:
+    return key.rsplit('.', 1)[-1] in _LOCATIONS or '.data_prefix.' in f'.{key}.'
+
+
+def _comparable(record: Dict[str, Any], pinned_seed: bool) -> Dict[str, Any]:
+    config = _without_hook_options(dict(record.get('config') or {}))
+    out = dict(record, config={k: v for k, v in config.items() if not _located(k)})
+    if pinned_seed:  # the check trains with the baseline's seed
+        out.pop('seed', None)
+        out['randomness'] = {k: v for k, v in (record.get('randomness') or {}).items()
+                             if k != 'seed'}
+        out['config'] = {k: v for k, v in out['config'].items() if k != 'randomness.seed'}
+    for key in ('weights', 'layout', 'ddp', 'audit', 'timestamp', 'work_dir', 'argv',
+                'record_version'):
+        out.pop(key, None)
+    return out
+
+
+def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layout,
+              pinned_seed: bool, sync_bn: bool = False) -> List[Obstacle]:
+    """What will keep a run from reproducing ``baseline``, most decisive first.
+
+    Args:
+        baseline: The baseline's run record.
+        predicted: :func:`predicted_record` of this run.
+        layout: This run's layout (its global batch already matched to the baseline's).
+        pinned_seed: The check trains with the baseline's seed (the config has none).
+        sync_bn: The model normalises over the whole batch of every rank (SyncBN).
+    """
+    diffs = diff_records(_comparable(baseline, pinned_seed), _comparable(predicted,
+                                                                         pinned_seed))
+    kept, _, _ = sort_settings(diffs)
+    threads = any(key == 'devices.torch_threads' for key, _, _ in kept)
+    kept = [d for d in kept if d[0] not in _EXPECTED and not d[0].startswith(
+        _EXPECTED_PREFIXES) and (threads or d[0] not in _THREAD_KEYS)]
+    found: List[Obstacle] = []
+    data = causes(kept, DATA_CAUSES)
+    taken = {key for _, keys in data for key in keys}
+    numeric = causes([d for d in kept if d[0] not in taken], NUMERIC_CAUSES)
+    values = {key: (a, b) for key, a, b in kept}
+    for cause, keys in data + numeric:
+        kind = _KIND_OF.get(cause, 'CPU/GPU numerics')
+        for key in keys:
+            a, b = values[key]
+            found.append(Obstacle(kind, f'{cause}: {key}: {_short(a)} in the baseline, '
+                                        f'{_short(b)} here'))
+    layout_problem = layout_obstacle(layout_of_record(baseline), layout, sync_bn)
+    if layout_problem:
+        found.append(Obstacle('layout', layout_problem))
+    return sorted(found, key=lambda o: KINDS.index(o.kind))
+
+
+def layout_obstacle(baseline: Optional[Layout], layout: Layout, sync_bn: bool) -> str:
+    """Why this layout cannot give the baseline's bits (empty where it can).
+
+    The same per-rank batch gives the same bits on any number of ranks and micro-batches
+    (2 ranks x B and 1 process x B x 2 reduce alike) unless BatchNorm is synchronised
+    across ranks; another per-rank batch normalises losses over other images.
+    """
+    if baseline is None or baseline == Layout(layout.batch_size, 0, layout.world_size,
+                                              layout.micro):
+        return ''
+    if baseline.global_batch != layout.global_batch:
+        return (f'the global batch differs: {baseline.global_batch} in the baseline, '
+                f'{layout.global_batch} here')
+    if baseline.batch_size != layout.batch_size:
+        return (f'per-rank batch {baseline.batch_size} in the baseline, {layout.batch_size} '
+                'here: each micro-batch normalises its loss over other images (float-close, '
+                'not bitwise)')
+    if sync_bn and baseline.world_size != layout.world_size:
+        return (f'SyncBN over {baseline.world_size} rank(s) in the baseline, '
+                f'{layout.world_size} here: BatchNorm statistics cover other images')
+    return ''
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + '...'
+
