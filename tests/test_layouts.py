@@ -48,7 +48,7 @@ def test_repro_diff_finds_the_same_data_and_names_the_layout(layout_runs, capsys
     assert '\ndata: identical samples in every traced iteration (1..4, 4)\n' in out
     assert 'verdict: the same samples in every traced iteration; the numbers differ from ' \
         'iteration 1\n  explained by (most likely first): the process layout (ranks, ' \
-        'per-rank batch, accumulation) (world_size, backend, launcher and 2 more)' in out
+        'per-rank batch, accumulation) (world_size, backend, launcher and 9 more)' in out
 
 
 #: A checkpoint in the middle of the second epoch (iteration 6 of 8 at global batch 4).
