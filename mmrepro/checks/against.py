@@ -25,9 +25,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..data.global_stream import Layout, global_batch_fix
 from ..resume.checkpoint_io import peek
 from ..run.config import ConfigError
-from ..run.enable import HOOK_NAMES, enable_in_config
 from ..trace import TRACE_NAME, read_trace
 from ..trace.compare import TraceDiff, compare_steps, step_lines
+from . import runs
 from .predicted import (
     Obstacle,
     layout_of_record,
@@ -36,28 +36,11 @@ from .predicted import (
     predicted_record,
 )
 from .run_data import RunData, load_run
-from .runs import IN_PROCESS_LOCK, Run, literal, load_config, train
+from .runs import IN_PROCESS_LOCK, Run, load_config, train
 
 PROG = 'check_repro'
 #: Steps trained by default: the baseline's dense early trace points 1, 2, 4 and 8.
 DEFAULT_STEPS = 8
-
-CHILD_CONFIG = """\
-# Written by mmrepro-check --against {baseline}: {config}
-# {what}; every optimizer step traced, without validation or checkpoints.
-_base_ = {base!r}
-val_dataloader = None
-val_cfg = None
-val_evaluator = None
-default_hooks = dict(
-    logger=dict(type='LoggerHook', interval=1),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=10**9,
-                    save_last=False, max_keep_ckpts=-1, save_best=None))
-custom_imports = {imports}
-custom_hooks = {hooks}
-randomness = {randomness}
-"""
-
 
 @dataclass
 class AgainstOptions:
@@ -272,19 +255,10 @@ def _train(options: AgainstOptions, cfg: Any, cfg_options: List[str], baseline: 
 def child_config(cfg: Any, config: str, baseline: str, what: str, seed: Any,
                  stop_iter: int) -> str:
     """The text of the check run's config: the user's, traced at every step, stopped."""
-    hooks = []
-    for hook in cfg.get('custom_hooks') or []:
-        hook = hook.to_dict() if hasattr(hook, 'to_dict') else dict(hook)
-        if hook.get('type') in HOOK_NAMES:
-            hook.update(trace_interval=1)
-        hooks.append(hook)
-    imports, hooks, _ = enable_in_config(cfg.get('custom_imports'), hooks, trace_interval=1)
-    hooks.append(dict(type='CheckReproStopHook', max_iters=stop_iter))
-    return CHILD_CONFIG.format(baseline=baseline, config=config, what=what,
-                               base=osp.abspath(config),
-                               imports=literal(imports, 'custom_imports', config),
-                               hooks=literal(hooks, 'custom_hooks', config),
-                               randomness=repr(dict(seed=seed)))
+    return runs.child_config(cfg, config, f'check_repro --against {baseline}',
+                             f'{what}; every optimizer step traced, without validation or '
+                             'checkpoints.', dict(trace_interval=1), stop_iter, 10**9,
+                             dict(seed=seed))
 
 
 def _sample(entry: Optional[str]) -> str:

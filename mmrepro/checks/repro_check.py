@@ -19,29 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from ..record.run_record import diff_records, load_run_record
-from ..run.enable import HOOK_NAMES, enable_in_config
 from ..trace import TRACE_NAME, compare_traces, describe_diff, read_trace
+from . import runs
 from .nondeterminism import report_nondeterminism
-from .runs import Run, deterministic, literal, load_config, seed_of, train
+from .runs import Run, deterministic, load_config, seed_of, train
 
 PROG = 'check_repro'
-
-CHILD_CONFIG = """\
-# Written by mmrepro's check_repro: {config}
-# stopped after {iters} iterations, without validation, traced at every iteration.
-_base_ = {base!r}
-val_dataloader = None
-val_cfg = None
-val_evaluator = None
-default_hooks = dict(
-    logger=dict(type='LoggerHook', interval=1),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval={ckpt_interval},
-                    save_last=False, max_keep_ckpts=-1, save_best=None))
-custom_imports = {imports}
-custom_hooks = {hooks}
-randomness = {randomness}
-"""
-
 
 @dataclass
 class CheckOptions:
@@ -107,23 +90,13 @@ class CheckResult:
 
 def child_config(cfg: Any, config: str, iters: int, ckpt_interval: int) -> str:
     """The text of the child config (see the module docstring)."""
-    hooks = []
-    for hook in cfg.get('custom_hooks') or []:
-        hook = hook.to_dict() if hasattr(hook, 'to_dict') else dict(hook)
-        if hook.get('type') in HOOK_NAMES:
-            hook.update(trace_interval=1, trace_forward=True)
-        hooks.append(hook)
-    imports, hooks, _ = enable_in_config(cfg.get('custom_imports'), hooks, trace_interval=1,
-                                         trace_forward=True)
-    hooks.append(dict(type='CheckReproStopHook', max_iters=iters))
     randomness = dict(seed=seed_of(cfg))
     if deterministic(cfg):
         randomness['warn_only'] = True
-    return CHILD_CONFIG.format(config=config, base=osp.abspath(config), iters=iters,
-                               ckpt_interval=ckpt_interval,
-                               imports=literal(imports, 'custom_imports', config),
-                               hooks=literal(hooks, 'custom_hooks', config),
-                               randomness=repr(randomness))
+    return runs.child_config(
+        cfg, config, 'check_repro', f'stopped after {iters} iterations, without '
+        'validation, traced at every iteration.', dict(trace_interval=1, trace_forward=True),
+        iters, ckpt_interval, randomness)
 
 
 def plan_runs(options: CheckOptions) -> List[Run]:

@@ -14,11 +14,12 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..record.run_record import find_log_dir
 from ..run import config as run_config
 from ..run.config import ConfigError
+from ..run.enable import HOOK_NAMES, enable_in_config
 
 #: Serialises the in-process steps (config parsing, the model audit) for callers that
 #: check several configs from threads: MMEngine's ``Config.fromfile`` pushes and pops
@@ -26,6 +27,23 @@ from ..run.config import ConfigError
 IN_PROCESS_LOCK = threading.Lock()
 #: Seed used when the config has none (a seedless config never reruns identically).
 DEFAULT_SEED = 0
+
+#: A check run's config: the user's, without validation, traced, stopped, seeded.
+CHILD_CONFIG = """\
+# Written by mmrepro's {tool}: {config}
+# {what}
+_base_ = {base!r}
+val_dataloader = None
+val_cfg = None
+val_evaluator = None
+default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=1),
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval={ckpt_interval},
+                    save_last=False, max_keep_ckpts=-1, save_best=None))
+custom_imports = {imports}
+custom_hooks = {hooks}
+randomness = {randomness}
+"""
 
 
 @dataclass
@@ -78,6 +96,36 @@ def literal(value: Any, what: str, config: str) -> str:
         raise ValueError(f'{what} of {config!r} are not plain values ({text[:200]}); '
                          'mmrepro cannot rewrite them') from None
     return text
+
+
+def child_config(cfg: Any, config: str, tool: str, what: str, trace: Dict[str, Any],
+                 stop_iter: int, ckpt_interval: int, randomness: Dict[str, Any]) -> str:
+    """The text of a check run's config (:data:`CHILD_CONFIG`).
+
+    Args:
+        cfg: The user's config (loaded).
+        config: Its path (the child inherits it).
+        tool: Which check writes it, for the header comment.
+        what: What the run does, for the header comment.
+        trace: ``ReproducibilityHook`` options (the config's hook gets them, or the hook
+            is added with them).
+        stop_iter: The iteration after which ``CheckReproStopHook`` ends the run.
+        ckpt_interval: Iterations between checkpoints.
+        randomness: ``randomness`` keys set over the config's.
+    """
+    hooks = []
+    for hook in cfg.get('custom_hooks') or []:
+        hook = hook.to_dict() if hasattr(hook, 'to_dict') else dict(hook)
+        if hook.get('type') in HOOK_NAMES:
+            hook.update(trace)
+        hooks.append(hook)
+    imports, hooks, _ = enable_in_config(cfg.get('custom_imports'), hooks, **trace)
+    hooks.append(dict(type='CheckReproStopHook', max_iters=stop_iter))
+    return CHILD_CONFIG.format(tool=tool, config=config, what=what, base=osp.abspath(config),
+                               ckpt_interval=ckpt_interval,
+                               imports=literal(imports, 'custom_imports', config),
+                               hooks=literal(hooks, 'custom_hooks', config),
+                               randomness=repr(randomness))
 
 
 def seed_of(cfg: Any) -> int:
