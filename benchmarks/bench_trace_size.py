@@ -3,11 +3,15 @@
 
 A trace line holds every loss (``float.hex``) and a 16-hex-digit digest per
 gradient, weight after the step and buffer, keyed by name
-(:class:`mmrepro.trace.Tracer`). Its size depends on the model's parameter and buffer
-names only, so this script builds each model (no weights, no data) and writes the
-line the tracer writes for it, with every digest and loss at its full printed
-length. It prints the bytes per line and the trace size over each model's standard
-schedule at ``trace_interval`` 1 and 50 (the first iteration is traced as well).
+(:class:`mmrepro.trace.Tracer`); rank 0's line of a traced step also holds the whole
+step (:mod:`mmrepro.trace.steps`): a digest per sample of the global batch, every
+micro-batch's losses and a digest per applied gradient. Its size depends on the
+model's parameter and buffer names and the batch, so this script builds each model
+(no weights, no data) and writes the line the tracer writes for it, with every digest
+and loss at its full printed length, for the config's batch of 2 or more images per
+GPU. It prints the bytes per line and the trace size over each model's standard
+schedule at ``trace_interval`` 1 and 50 (the dense early steps 1, 2, 4, 8, 16, 32 are
+traced as well).
 
     python benchmarks/bench_trace_size.py
 """
@@ -32,12 +36,15 @@ MODELS = (
 )
 #: A loss's ``float.hex`` at its longest (22 characters).
 LOSS_HEX = '-0x1.0123456789abcp-10'
+#: The dense early steps below the default interval of 50 (``traced_step``).
+DENSE = (1, 2, 4, 8, 16, 32)
 #: Loss names of a two-stage detector with masks.
 LOSSES = ('loss_rpn_cls', 'loss_rpn_bbox', 'loss_cls', 'loss_bbox', 'loss_mask', 'acc')
 
 
-def line_bytes(model: Any) -> int:
-    """Bytes of one trace line (with its newline) for ``model``, as the tracer writes it."""
+def line_bytes(model: Any, batch: int, per_gpu: int) -> int:
+    """Bytes of one traced step's line (with its newline) for ``model`` at a global batch
+    of ``batch`` images, ``per_gpu`` per micro-batch, as rank 0's tracer writes it."""
     from mmrepro.trace import SECTIONS
     digest = '0123456789abcdef'  # to_hex: 16 hex digits
     names = dict(grad=[n for n, p in model.named_parameters() if p.requires_grad],
@@ -47,6 +54,10 @@ def line_bytes(model: Any) -> int:
                                 losses=dict.fromkeys(LOSSES, LOSS_HEX))
     line.update({section: dict.fromkeys(names[section], digest)
                  for section in SECTIONS[1:]})  # the tracer's sections without forward
+    line.update(step=100000, step_data={str(n): f'img_id=123456 {digest}' for n in range(batch)},
+                step_losses={f'{s}.{name}': LOSS_HEX for s in range(batch // per_gpu)
+                             for name in LOSSES},
+                step_grad=dict.fromkeys(names['grad'], digest))
     return len(json.dumps(line)) + 1
 
 
@@ -65,9 +76,10 @@ def main() -> None:
         cfg = Config.fromfile(osp.join(root, name))
         cfg.model.backbone.init_cfg = None
         model = REGISTRY.build(cfg.model)
-        size = line_bytes(model)
+        per_gpu = cfg.train_dataloader.batch_size
+        size = line_bytes(model, batch, per_gpu)
         every = size * iters / 2**20
-        default = size * (1 + iters // 50) / 2**20
+        default = size * (iters // 50 + len(DENSE)) / 2**20
         print(f'| {name} | {len(list(model.parameters()))} | {len(list(model.buffers()))} '
               f'| {size / 1024:.1f} KiB | {iters} | {every:.0f} MiB | {default:.0f} MiB |')
 

@@ -31,15 +31,16 @@ class ReproducibilityHook(Hook):
     It also writes the run record (:mod:`mmrepro.record.run_record`) into the log dir and
     every checkpoint's meta, and with ``trace_interval > 0`` records a trace of
     losses and parameter/gradient digests (:mod:`mmrepro.trace`) at the first
-    iteration and every ``trace_interval`` iterations, so that two runs can be
-    compared after the fact (``tools/repro_diff.py``).
+    optimizer steps (1, 2, 4, ...) and every ``trace_interval`` steps, so that two runs
+    can be compared after the fact (``mmrepro-diff``) or early (``mmrepro-check
+    --against``).
 
     Args:
-        trace_interval: Record the trace at the first iteration and every N
-            iterations; 0 turns it off. Defaults to 50, MMDetection's logging
-            interval: about 0.05 % of the training time and one line of about
-            28 KiB per traced iteration for an R50-FPN detector (49 MiB over COCO
-            1x's 88,716 iterations; ``docs/benchmarks.md``).
+        trace_interval: Record the trace at optimizer steps 1, 2, 4, ... below N, then
+            every N steps; 0 turns it off. Defaults to 50, MMDetection's logging
+            interval: about 0.1 % of the training time and one line of about 39 KiB
+            per traced step for an R50-FPN detector (68 MiB over COCO 1x's 88,716
+            iterations; ``docs/benchmarks.md``).
         trace_forward: Also record every module's forward output in the trace (names
             the first module whose output differs; ``tools/check_repro.py`` turns it
             on). Defaults to False.
