@@ -3,9 +3,9 @@
 
 Trains RetinaNet R18 (the test suite's narrow variant, tiny COCO data with MMDetection's
 ``DefaultSampler`` + ``AspectRatioBatchSampler``, 2 epochs of global batch 4, a warmup
-in iterations) in every layout of ``tests/layout_runs.py`` (ranks on CPU over gloo, one
-intra-op thread each) and compares each with 2 ranks x 2: are the samples (image,
-size, flip, pixels) the same in every iteration, how many weight tensors are
+in iterations) in every layout of ``tests/support/layout_runs.py`` (ranks on CPU over
+gloo, one intra-op thread each) and compares each with 2 ranks x 2: are the samples
+(image, size, flip, pixels) the same in every iteration, how many weight tensors are
 bit-identical, and the norm of the weight difference relative to the weights' norm.
 For scale, the last row is 2 ranks x 2 again with two intra-op threads per rank: the
 same computation rounded differently.
@@ -23,8 +23,8 @@ import tempfile
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path[:0] = [REPO, osp.join(REPO, 'tests')]  # mmrepro and the suite's training helpers
 
-from layout_runs import LAYOUTS, LayoutRuns, stream  # noqa: E402
-from repro_utils import checkpoint  # noqa: E402
+from support.layout_runs import LAYOUTS, LayoutRuns, stream  # noqa: E402
+from support.repro_utils import checkpoint  # noqa: E402
 
 
 def compare_weights(path_a: str, path_b: str):

@@ -1,8 +1,14 @@
-"""Session-wide fixtures: the generated dataset and a cache of training runs."""
+"""Session-wide fixtures: the generated datasets and a cache of training runs.
+
+The suite runs in pytest's ``importlib`` import mode (pyproject.toml), so test modules
+of the same name in different directories do not collide; ``tests/`` goes on
+``sys.path`` here so that every test imports its helpers from the ``support`` package.
+"""
 from __future__ import annotations
 
 import os
 import os.path as osp
+import sys
 from typing import Dict, Tuple
 
 import pytest
@@ -12,7 +18,8 @@ import torch
 # when a kernel is first defined (mmrepro defines them on first use), so set it here.
 if not torch.cuda.is_available():
     os.environ.setdefault('TRITON_INTERPRET', '1')
-from repro_utils import checkpoint, prune_checkpoints, run_train, state_digest, write_config
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))  # the support package
+from support.repro_utils import checkpoint, prune_checkpoints, run_train, state_digest, write_config
 
 
 @pytest.fixture(scope='session')
@@ -20,6 +27,13 @@ def data_root(tmp_path_factory) -> str:
     """The tiny COCO-format dataset (16 train / 8 val PNGs)."""
     from mmrepro.demo import make_tiny_coco
     return make_tiny_coco(str(tmp_path_factory.mktemp('data')))['root']
+
+
+@pytest.fixture(scope='session')
+def seg_data_root(tmp_path_factory) -> str:
+    """The tiny segmentation dataset (8 train / 4 val label maps); copy it to edit it."""
+    from mmrepro.demo import make_tiny_seg
+    return make_tiny_seg(str(tmp_path_factory.mktemp('seg')))['root']
 
 
 #: Tags of the cached runs that tests resume from: they keep every checkpoint.

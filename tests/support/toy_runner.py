@@ -1,12 +1,14 @@
-"""A Runner that trains in a second: a linear regressor on noisy inputs.
+"""A Runner that trains in a second: a linear regressor on noisy inputs; and the stand-in
+for a Runner where the code under test reads a few of its attributes only.
 
 Both the data (noise added at each fetch) and the model (dropout) draw from the global
 torch RNG, so a run is reproducible only when every RNG is handled.
 """
 from __future__ import annotations
 
+import types
 import uuid
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 from mmengine.model import BaseModel
@@ -41,10 +43,11 @@ class Regressor(BaseModel):
         return out
 
 
-def runner_kwargs(work_dir: Any, hooks: List[dict], **extra: Any) -> Dict[str, Any]:
+def runner_kwargs(work_dir: Any, hooks: Optional[List[dict]], **extra: Any) -> Dict[str, Any]:
     """Keyword arguments of a toy Runner: 3 epochs of 8 iterations, seed 3,
-    deterministic, a checkpoint every epoch, ``hooks`` as its custom hooks."""
-    return dict(
+    deterministic, a checkpoint every epoch, ``hooks`` as its custom hooks; ``extra``
+    adds arguments or replaces these."""
+    return {**dict(
         model=Regressor(), work_dir=str(work_dir),
         train_dataloader=dict(dataset=NoisyData(), batch_size=4, num_workers=0,
                               sampler=dict(type='DefaultSampler', shuffle=True),
@@ -54,4 +57,26 @@ def runner_kwargs(work_dir: Any, hooks: List[dict], **extra: Any) -> Dict[str, A
         default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1),
                            logger=dict(type='LoggerHook', interval=100)),
         custom_hooks=hooks, randomness=dict(seed=3, deterministic=True),
-        default_scope='mmengine', experiment_name=uuid.uuid4().hex, **extra)
+        default_scope='mmengine', experiment_name=uuid.uuid4().hex), **extra}
+
+
+def fake_runner(settings: Optional[Dict[str, Any]] = None, **attrs: Any) -> Any:
+    """A stand-in for a Runner holding only ``attrs``.
+
+    With ``settings`` (the validated ``randomness``, as ``Runner.set_randomness`` keeps
+    them), mmrepro acts for it: its :class:`~mmrepro.run.state.RunState` holds them.
+    """
+    runner = types.SimpleNamespace(**attrs)
+    if settings is not None:
+        from mmrepro.run.state import run_state
+        run_state(runner).settings = settings
+    return runner
+
+
+def recording_runner(cfg: Any, work_dir: Any, log_dir: Any, dataset: Any,
+                     settings: Dict[str, Any]) -> Any:
+    """The stand-in a run record is collected from: its config, launcher ``none``, a
+    fixed timestamp, its directories and its train dataset; enabled with ``settings``."""
+    return fake_runner(settings, cfg=cfg, launcher='none', timestamp='20260101_000000',
+                       work_dir=str(work_dir), log_dir=str(log_dir),
+                       train_dataloader=types.SimpleNamespace(dataset=dataset))

@@ -1,0 +1,61 @@
+"""Data randomness is a function of (seed, epoch, sample): real detectors, any workers."""
+import re
+
+import pytest
+from support.repro_utils import ITER_LOOP, losses, run_log, train_log
+
+pytestmark = pytest.mark.slow
+
+# (tag, num_workers, persistent_workers); ('base' is num_workers=2, persistent).
+LOADERS = [pytest.param('nw0', 0, False, marks=pytest.mark.floor), ('nw1', 1, False),
+           ('nw4', 4, True), ('nw2-nonpersist', 2, False)]
+
+MOSAIC = """
+train_dataloader = dict(
+    _delete_=True, batch_size=2, num_workers={nw}, persistent_workers={persistent},
+    sampler=dict(type='DefaultSampler', shuffle=True),
+    dataset=dict(
+        type='MultiImageMixDataset',
+        dataset=dict(type='CocoDataset', data_root=data_root,
+                     metainfo=dict(classes=('red', 'green', 'blue')),
+                     ann_file='annotations/train.json', data_prefix=dict(img='images/'),
+                     filter_cfg=dict(filter_empty_gt=True, min_size=0),
+                     pipeline=[dict(type='LoadImageFromFile'),
+                               dict(type='LoadAnnotations', with_bbox=True)]),
+        pipeline=[
+            dict(type='Mosaic', img_scale=(128, 128), pad_val=114.0),
+            dict(type='RandomAffine', scaling_ratio_range=(0.5, 1.5), border=(-64, -64)),
+            dict(type='MixUp', img_scale=(128, 128), ratio_range=(0.8, 1.6), pad_val=114.0),
+            dict(type='RandomFlip', prob=0.5),
+            dict(type='PackDetInputs'),
+        ]))
+"""
+
+
+@pytest.mark.parametrize('model', ['retinanet', 'faster_rcnn'])
+@pytest.mark.parametrize('tag, num_workers, persistent', LOADERS)
+def test_same_weights_with_any_num_workers(runs, model, tag, num_workers, persistent):
+    other = runs.get(model, tag, num_workers=num_workers, persistent=persistent)
+    assert runs.digest(model, 'base') == runs.digest(model, tag)
+    assert losses(train_log(other)) == losses(train_log(runs.get(model, 'base')))
+
+
+def test_iteration_loop_same_weights_with_any_num_workers(runs):
+    base = runs.digest('retinanet', 'iterloop', extra=ITER_LOOP)
+    assert runs.digest('retinanet', 'iterloop-nw0', extra=ITER_LOOP, num_workers=0) == base
+
+
+def test_mosaic_mixup_same_weights_for_0_and_2_workers(runs):
+    digests = {nw: runs.digest('retinanet', f'mosaic-nw{nw}',
+                               extra=MOSAIC.format(nw=nw, persistent=nw > 0), num_workers=nw)
+               for nw in (0, 2)}
+    assert digests[0] == digests[2]
+
+
+def test_validation_every_epoch_does_not_change_training(runs):
+    with_val = runs.get('retinanet', 'val', validate=True)
+    assert runs.digest('retinanet', 'val') == runs.digest('retinanet', 'base')
+    log = run_log(with_val)
+    # validation really ran after every epoch and evaluated boxes (its summary line)
+    assert re.findall(r'Epoch\(val\) \[(\d)\]\[4/4\]\s+coco/bbox_mAP: ', log) == ['1', '2', '3']
+    assert ' - ERROR - ' not in log

@@ -1,0 +1,140 @@
+"""The model zoo: every family's mmdet config trains bit-exactly (the support matrix).
+
+One session-scoped call of :func:`check_families` runs ``check_repro`` on all twelve
+zoo configs (two runs each through ``tools/train.py``, two families at a time); the
+per-family tests read its results.
+"""
+from __future__ import annotations
+
+import os
+import os.path as osp
+
+import pytest
+from support.repro_utils import REPO
+
+from mmrepro.checks import support_matrix as sm
+from mmrepro.cli.support_matrix import main as matrix_main
+
+#: What the audit replaces in each family (and nothing stays nondeterministic).
+REPLACED = {
+    'faster-rcnn': ['RoIAlign x4'],
+    'mask-rcnn': ['RoIAlign x8'],
+    'cascade-rcnn': ['RoIAlign x12'],
+    'retinanet': [],
+    'fcos': [],
+    'atss': [],
+    'yolox': [],
+    'rtmdet': ['AdaptiveAvgPool2d x4'],
+    'dcn-faster-rcnn': ['DeformConv2dPack x13', 'RoIAlign x4'],
+    'deformable-detr': ['MultiScaleDeformableAttention x3'],
+    'dino': ['MultiScaleDeformableAttention x3'],
+    'mask2former': ['Mask2FormerHead x1', 'MultiScaleDeformableAttention x1'],
+}
+#: The measured matrix on CPU, and the columns the docs restate per family.
+RESULTS = osp.join(REPO, 'benchmarks', 'results', 'support_matrix_cpu.md')
+COLUMNS = ('rerun', 'num_workers', 'resume mid-epoch', 'resume every epoch')
+#: Every run reads its data from the session's generated dataset, one process per run.
+RUN_OPTIONS = ('train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=False')
+
+
+@pytest.fixture(scope='session')
+def zoo_results(tmp_path_factory, data_root):
+    results = sm.check_families(sm.FAMILIES, iters=2, jobs=2, data_root=data_root,
+                                work_dir=str(tmp_path_factory.mktemp('zoo')),
+                                cfg_options=RUN_OPTIONS, keep_checkpoints=False, checks=())
+    return {r.family: r for r in results}
+
+
+@pytest.fixture(scope='session')
+def mixing_results(tmp_path_factory, data_root):
+    """RTMDet and YOLOX: rerun, num_workers 0 vs 2, resumed mid-epoch (check_repro)."""
+    results = sm.check_families(('rtmdet', 'yolox'), iters=4, jobs=1, data_root=data_root,
+                                work_dir=str(tmp_path_factory.mktemp('mixing')),
+                                cfg_options=RUN_OPTIONS, keep_checkpoints=False,
+                                checks=('workers', 'resume'))
+    return {r.family: r for r in results}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', ['rtmdet', 'yolox'])
+def test_mosaic_families_are_exact_across_workers_and_mid_epoch_resume(family,
+                                                                       mixing_results):
+    result = mixing_results[family]
+    assert result.error is None
+    assert (result.identical, result.workers, result.resume) == (True, 'yes', 'yes')
+    assert result.epochs is None and result.bit_exact
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', sm.FAMILIES)
+def test_family_trains_bit_exactly_on_cpu(family, zoo_results):
+    result = zoo_results[family]
+    assert result.error is None
+    assert result.identical and result.weights_identical and result.bit_exact
+    assert result.replaced == REPLACED[family]
+    assert result.remaining == [] and result.alerts == []
+    assert result.device == 'cpu' and result.speed_ratio is None
+
+
+@pytest.mark.slow
+def test_table_rows(zoo_results):
+    table = sm.format_table([zoo_results['rtmdet'], zoo_results['mask2former']]).splitlines()
+    assert table[0].startswith('| family | mmdet 3.3 config | rerun | num_workers | '
+                               'resume mid-epoch | resume every epoch |')
+    assert table[2] == ('| rtmdet | `rtmdet/rtmdet_tiny_8xb32-300e_coco.py` | yes | - | - | - '
+                        '| AdaptiveAvgPool2d x4 | none | none | n/a |')
+    assert table[3] == ('| mask2former | `mask2former/mask2former_r50_8xb2-lsj-50e_coco.py` | '
+                        'yes | - | - | - | Mask2FormerHead x1, MultiScaleDeformableAttention x1 '
+                        '| none | none | n/a |')
+
+
+@pytest.mark.slow
+def test_cli_writes_the_table(tmp_path, data_root, capsys):
+    out = tmp_path / 'matrix.md'
+    status = matrix_main(['--families', 'fcos', '--iters', '2', '--checks', '--data-root',
+                          data_root, '--work-dir', str(tmp_path / 'work'), '--out', str(out),
+                          '--discard-checkpoints', '--cfg-options', *RUN_OPTIONS])
+    assert status == 0
+    text = out.read_text()
+    assert text.startswith('# Support matrix on cpu\n\nMeasured by `python '
+                           'tools/support_matrix.py --iters 2 --jobs 1 --checks  --epochs 4` '
+                           'on ')
+    assert f' {os.cpu_count()} CPU cores: torch ' in text.splitlines()[2]
+    assert text.endswith('| fcos | `fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py` | yes | - | - '
+                         '| - | - | none | none | n/a |\n')
+    run_b = tmp_path / 'work' / 'fcos' / 'run_b'
+    assert osp.isfile(run_b / 'last_checkpoint') and not osp.exists(run_b / 'iter_2.pth')
+    assert 'fcos: bit-exact' in capsys.readouterr().out
+
+
+def _table(text: str) -> dict:
+    """A Markdown table's rows: first cell -> {column: cell}."""
+    lines = [line for line in text.splitlines() if line.startswith('|')]
+    header = [cell.strip() for cell in lines[0].strip('|').split('|')]
+    rows = {}
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip('|').split('|')]
+        rows[cells[0].strip('`')] = dict(zip(header, cells, strict=True))
+    return rows
+
+
+def test_docs_state_what_the_matrix_measured():
+    with open(RESULTS) as f:
+        measured = f.read()
+    rows = _table(measured)
+    assert sorted(rows) == sorted(sm.FAMILIES)
+    table = '\n'.join(line for line in measured.splitlines() if line.startswith('|'))
+    with open(osp.join(REPO, 'docs', 'gpu.md')) as f:
+        assert table in f.read()  # the measured table, verbatim
+    with open(osp.join(REPO, 'docs', 'guarantees.md')) as f:
+        stated = _table(f.read().split('## Per family')[1])
+    assert sorted(stated) == sorted(sm.FAMILIES)
+    for family in sm.FAMILIES:  # yes / NO per column, as measured
+        assert ([stated[family][c].split()[0] for c in COLUMNS]
+                == [rows[family][c].split()[0].rstrip(':') for c in COLUMNS]), family
+    every_yes = all(rows[f][c].startswith('yes') for f in sm.FAMILIES for c in COLUMNS)
+    with open(osp.join(REPO, 'README.md')) as f:  # README's one-line summary of it
+        claims_all = ('All twelve zoo families, RTMDet and YOLOX included, measured exact on '
+                      'CPU across reruns,\n`num_workers` and resume from every epoch and '
+                      'mid-epoch') in f.read()
+    assert claims_all == every_yes

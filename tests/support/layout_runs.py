@@ -1,0 +1,61 @@
+"""Train one config in several process layouts of the same global batch (CPU, gloo)."""
+import os.path as osp
+
+from support.dist_utils import dist_train
+from support.repro_utils import REPO, pythonpath, run_train, write_config
+
+#: A warmup in iterations and a step at epoch 1, a trace of every iteration, each
+#: rank's samples written by StreamProbeHook, one intra-op thread in every process.
+PROBES = """
+custom_imports = dict(imports=['mmrepro', 'support.rank_probe_hook'], allow_failed_imports=False)
+custom_hooks = [dict(type='ReproducibilityHook', trace_interval=1), dict(type='StreamProbeHook')]
+randomness = dict(threads=1, global_batch=4)
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.25, by_epoch=False, begin=0, end=3),
+    dict(type='MultiStepLR', by_epoch=True, milestones=[1], gamma=0.1)]
+"""
+#: name: (per-rank batch size, ranks, accumulative_counts); global batch 4 in each.
+LAYOUTS = {'1x4': (4, 1, 1), '2x2': (2, 2, 1), '4x1': (1, 4, 1), '1x2acc2': (2, 1, 2),
+           '2x1acc2': (1, 2, 2), '1x1acc4': (1, 1, 4)}
+
+
+class LayoutRuns:
+    """Runs by (model, layout), trained on first use on the tiny COCO data (16 images)."""
+
+    def __init__(self, root, data_root, max_epochs=2):
+        self.root, self.data_root, self.max_epochs = root, data_root, max_epochs
+        self._done = {}
+
+    def get(self, model, layout, extra='', tag='', args=()):
+        """Work dir of ``model`` trained in ``layout`` (a key of :data:`LAYOUTS`).
+
+        ``extra`` config lines and ``tools/train.py`` arguments ``args`` (e.g. ``--resume
+        CHECKPOINT``) are added to the run called ``tag``.
+        """
+        key = f'{model}-{layout}{tag}'
+        if key not in self._done:
+            batch, ranks, micro = LAYOUTS[layout]
+            extra = PROBES + (f'train_dataloader = dict(batch_size={batch})\n'
+                              f'optim_wrapper = dict(accumulative_counts={micro})\n') + extra
+            config = write_config(osp.join(self.root, f'cfg-{key}', 'cfg.py'), model,
+                                  self.data_root, extra=extra, num_workers=0,
+                                  max_epochs=self.max_epochs)
+            work_dir = osp.join(self.root, key)
+            if ranks == 1:
+                run_train(config, work_dir, *args,
+                          env={'PYTHONPATH': pythonpath(osp.join(REPO, 'tests'))})
+            else:
+                dist_train(config, work_dir, *args, nproc=ranks)
+            self._done[key] = work_dir
+        return self._done[key]
+
+
+def stream(work_dir):
+    """Every sample trained on, in global order: (step, slice, place, 'id shape flip digest')."""
+    rows = []
+    for rank in range(4):
+        path = osp.join(work_dir, f'stream-rank{rank}.txt')
+        if osp.exists(path):
+            with open(path) as f:
+                rows += [line.split(' ', 3) for line in f]
+    return sorted((int(s), int(v), int(n), rest) for s, v, n, rest in rows)

@@ -1,0 +1,121 @@
+"""mmrepro.checks.predicted: what will keep a run here from reproducing a baseline, from
+two run records (written by hand), most decisive first."""
+from __future__ import annotations
+
+import pytest
+
+from mmrepro.checks.predicted import (
+    BLOCKING,
+    KINDS,
+    Obstacle,
+    layout_obstacle,
+    layout_of_record,
+    obstacles,
+)
+from mmrepro.data.global_stream import Layout
+
+
+def _record(**changes):
+    """A run record of 1 process x batch 2 (the parts the comparison reads)."""
+    record = dict(
+        seed=0, randomness=dict(seed=0, deterministic=True), world_size=1,
+        versions=dict(torch='2.13.0', mmcv='2.1.0'), devices=dict(torch_threads=2, host='a'),
+        env=dict(OMP_NUM_THREADS=None, CUBLAS_WORKSPACE_CONFIG=None),
+        config={'optim_wrapper.optimizer.lr': '0.01', 'train_dataloader.batch_size': '2',
+                'data_root': "'/data/a/'", 'randomness.seed': '0',
+                'custom_hooks.0.type': "'ReproducibilityHook'",
+                'custom_hooks.0.trace_interval': '50'},
+        data=dict(annotations_sha256='aaa', num_samples=16),
+        layout=dict(batch_size=2, world_size=1, accumulative_counts=1),
+        timestamp='20260101_000000', work_dir='/work/a')
+    for key, value in changes.items():
+        section, _, name = key.partition('__')
+        if name:
+            record[section] = dict(record[section], **{name: value})
+        else:
+            record[key] = value
+    return record
+
+
+def test_the_same_record_elsewhere_has_no_obstacle():
+    baseline = _record()
+    here = _record(devices__host='b', work_dir='/work/b', timestamp='20260202_000000',
+                   config__data_root="'/elsewhere/'",  # where the data lie: not what
+                   **{'config__custom_hooks.0.trace_interval': '1'})  # the hook's options
+    assert obstacles(baseline, here, Layout(2), pinned_seed=False) == []
+
+
+def test_obstacles_are_sorted_most_decisive_first():
+    baseline = _record()
+    here = _record(versions__torch='2.12.0', devices__torch_threads=1,
+                   data__annotations_sha256='bbb',
+                   **{'config__optim_wrapper.optimizer.lr': '0.02'})
+    found = obstacles(baseline, here, Layout(2, 0, 1, 2), pinned_seed=False)
+    assert [o.kind for o in found] == ['config', 'data', 'library versions',
+                                       'CPU/GPU numerics', 'layout']
+    assert found[0].text == ("the config: config.optim_wrapper.optimizer.lr: '0.01' in the "
+                             "baseline, '0.02' here")
+    assert found[1].text == ("the data files (fingerprint): data.annotations_sha256: 'aaa' in "
+                             "the baseline, 'bbb' here")
+    assert found[2].text == ("library versions: versions.torch: '2.13.0' in the baseline, "
+                             "'2.12.0' here")
+    assert found[3].text == ('the intra-op thread count: devices.torch_threads: 2 in the '
+                             'baseline, 1 here')
+    assert found[4].text == 'the global batch differs: 2 in the baseline, 4 here'
+    assert [o.blocking for o in found] == [True, True, False, False, False]
+    assert BLOCKING == KINDS[:2]
+
+
+def test_a_pinned_seed_is_not_an_obstacle():
+    baseline = _record(seed=5, randomness=dict(seed=5, deterministic=True),
+                       config=dict(_record()['config'], **{'randomness.seed': '5'}))
+    here = _record(seed=None, randomness=dict(seed=None, deterministic=True),
+                   config=dict(_record()['config'], **{'randomness.seed': 'None'}))
+    assert obstacles(baseline, here, Layout(2), pinned_seed=True) == []
+    seeds = obstacles(baseline, here, Layout(2), pinned_seed=False)
+    assert [o.kind for o in seeds] == ['config']
+    # one cause, said once: randomness.seed and config.randomness.seed follow the seed
+    assert seeds[0].text == 'the seed or randomness settings: seed: 5 in the baseline, None here'
+
+
+def test_thread_variables_count_only_where_the_thread_count_differs():
+    baseline = _record()
+    here = _record(env__OMP_NUM_THREADS='2')  # the count itself is recorded equal
+    assert obstacles(baseline, here, Layout(2), pinned_seed=False) == []
+    both = _record(env__OMP_NUM_THREADS='1', devices__torch_threads=1)
+    assert [o.text for o in obstacles(baseline, both, Layout(2), pinned_seed=False)] == [
+        'the intra-op thread count: devices.torch_threads: 2 in the baseline, 1 here',
+        "the intra-op thread count: env.OMP_NUM_THREADS: None in the baseline, '1' here"]
+
+
+def test_layout_of_record_reads_its_layout_section_else_its_config():
+    assert layout_of_record(_record()) == Layout(2, 0, 1, 1)
+    record = _record(layout=dict(batch_size=1, world_size=2, accumulative_counts=2))
+    assert layout_of_record(record) == Layout(1, 0, 2, 2)
+    old = _record(world_size=2, **{'config__optim_wrapper.accumulative_counts': '2'})
+    del old['layout']
+    assert layout_of_record(old) == Layout(2, 0, 2, 2)
+    del old['config']['train_dataloader.batch_size']
+    assert layout_of_record(old) is None
+
+
+@pytest.mark.parametrize('baseline, here, sync_bn, text', [
+    (Layout(2, 0, 2, 1), Layout(2, 0, 1, 2), False, ''),  # 2 ranks x 2 == 1 x 2 x acc 2
+    (None, Layout(4), False, ''),
+    (Layout(2, 0, 2, 1), Layout(2, 0, 2, 1), True, ''),
+    (Layout(2, 0, 2, 1), Layout(2, 0, 1, 1), False,
+     'the global batch differs: 4 in the baseline, 2 here'),
+    (Layout(2, 0, 2, 1), Layout(4, 0, 1, 1), False,
+     'per-rank batch 2 in the baseline, 4 here: each micro-batch normalises its loss over '
+     'other images (float-close, not bitwise)'),
+    (Layout(2, 0, 2, 1), Layout(2, 0, 1, 2), True,
+     'SyncBN over 2 rank(s) in the baseline, 1 here: BatchNorm statistics cover other '
+     'images'),
+])
+def test_layout_obstacle(baseline, here, sync_bn, text):
+    assert layout_obstacle(baseline, here, sync_bn) == text
+
+
+def test_an_obstacle_blocks_only_for_config_and_data():
+    assert Obstacle('config', 'x').blocking and Obstacle('data', 'x').blocking
+    assert not any(Obstacle(kind, 'x').blocking for kind in KINDS[2:])

@@ -1,0 +1,79 @@
+"""patches.epoch_loop: a resumed epoch numbers its batches from where the checkpoint stopped.
+
+Hooks then see the ``batch_idx`` of the run that wrote the checkpoint. A Runner for which
+mmrepro does not act numbers every epoch from 0, as MMEngine does.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import pytest
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+from mmengine.runner import Runner
+from support.toy_runner import runner_kwargs
+
+import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+from mmrepro.run.state import STATE_ATTR, find_state, run_state
+
+#: Epoch checkpoints and one at iteration 10 (batch 2 of the second 8-batch epoch).
+CHECKPOINTS = dict(type='CheckpointHook', by_epoch=False, interval=10, save_last=False)
+
+
+class BatchProbe(Hook):
+    """Keeps ``(epoch, batch_idx, iter)`` of every training iteration."""
+
+    def __init__(self) -> None:
+        self.seen: List[Tuple[int, int, int]] = []
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
+        self.seen.append((runner.epoch, batch_idx, runner.iter))
+
+
+@pytest.fixture(autouse=True)
+def _probe_registered():
+    HOOKS.register_module(module=BatchProbe, force=True)
+
+
+def _train(work_dir, hooks, **extra):
+    runner = Runner(**runner_kwargs(work_dir, [*hooks, dict(type='BatchProbe')], **extra))
+    runner.train()
+    return runner, next(h for h in runner.hooks if isinstance(h, BatchProbe)).seen
+
+
+def test_a_resumed_epoch_numbers_its_batches_as_the_original_run(tmp_path):
+    hooks = [dict(type='ReproducibilityHook', trace_interval=0), CHECKPOINTS]
+    _, full = _train(tmp_path / 'full', hooks)
+    assert full == [(e, b, e * 8 + b) for e in range(3) for b in range(8)]
+    resumed, seen = _train(tmp_path / 'resumed', hooks, resume=True,
+                           load_from=str(tmp_path / 'full' / 'iter_10.pth'))
+    assert seen == full[10:]  # epoch 1 from batch_idx 2: (1, 2, 10), (1, 3, 11), ...
+    assert seen[0] == (1, 2, 10) and seen[6] == (2, 0, 16)
+    assert run_state(resumed).batch_offset == 0  # taken once, by the resumed epoch
+
+
+def test_the_offset_is_taken_by_the_next_epoch_only(tmp_path):
+    runner = Runner(**runner_kwargs(tmp_path, [dict(type='ReproducibilityHook',
+                                                    trace_interval=0),
+                                               dict(type='BatchProbe')]))
+    state = run_state(runner)
+    state.batch_offset = 5
+    assert state.take_batch_offset() == 5 and state.take_batch_offset() == 0
+    state.batch_offset = 3  # as ReproducibilityHook sets it before a resumed epoch
+    runner.train()
+    seen = next(h for h in runner.hooks if isinstance(h, BatchProbe)).seen
+    # Only the numbers move: the loader was not positioned, so epoch 0 has 8 batches.
+    assert [b for e, b, _ in seen if e == 0] == list(range(3, 11))
+    assert [b for e, b, _ in seen if e > 0] == list(range(8)) * 2
+
+
+@pytest.mark.parametrize('without_state', [False, True])
+def test_a_runner_without_mmrepro_numbers_from_zero(tmp_path, without_state):
+    runner = Runner(**runner_kwargs(tmp_path, [dict(type='BatchProbe')]))
+    assert run_state(runner).settings is None  # not enabled: MMEngine's loop
+    if without_state:  # no RunState at all
+        del runner.__dict__[STATE_ATTR]
+    runner.train()
+    assert (find_state(runner) is None) is without_state
+    seen = next(h for h in runner.hooks if isinstance(h, BatchProbe)).seen
+    assert seen == [(e, b, e * 8 + b) for e in range(3) for b in range(8)]

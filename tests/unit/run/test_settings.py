@@ -1,0 +1,102 @@
+"""mmrepro.run.settings: the ``randomness`` keys, their defaults and their messages."""
+import pytest
+import torch
+
+from mmrepro.rng.seeding import set_random_seed
+from mmrepro.run.settings import has_fill_uninitialized_memory, validate_randomness
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_mode_off():
+    """Start from PyTorch's default: a Runner of an earlier test that asked for
+    deterministic mode left it on (it is process-wide), and a refused setting must be
+    seen to turn nothing on."""
+    torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize('seed, exc, match', [
+    (True, TypeError, r'randomness.seed must be an int in \[0, 4294967295\], got True'),
+    ('1', TypeError, r"got '1' \(str\)"),
+    (1.5, TypeError, r'got 1.5 \(float\)'),
+    (-1, ValueError, r'must be in \[0, 4294967295\] \(2\*\*32 - 1\), got -1'),
+    (2**32, ValueError, r'got 4294967296'),
+])
+def test_bad_seed_messages(seed, exc, match):
+    with pytest.raises(exc, match=match):
+        validate_randomness(dict(seed=seed))
+
+
+def test_unknown_key_names_key_and_accepted_keys():
+    with pytest.raises(ValueError) as info:
+        validate_randomness(dict(sede=1))
+    assert str(info.value) == (
+        "Unknown key(s) ['sede'] in `randomness`; accepted keys are ['cpu_isa', "
+        "'deterministic', 'diff_rank_seed', 'fill_uninitialized_memory', 'global_batch', "
+        "'global_stream', 'keyed_cache', 'sample_seeding', 'seed', 'strict', 'threads', "
+        "'warn_only']. Check the spelling or remove them.")
+
+
+@pytest.mark.parametrize('key', ['deterministic', 'diff_rank_seed', 'sample_seeding',
+                                 'keyed_cache', 'global_stream'])
+def test_flags_must_be_bool(key):
+    with pytest.raises(TypeError, match=rf'randomness.{key} must be True or False, got 1 '
+                       r'\(int\)'):
+        validate_randomness({key: 1})
+
+
+def test_randomness_must_be_a_dict():
+    with pytest.raises(TypeError, match=r'`randomness` must be a dict'):
+        validate_randomness([('seed', 1)])
+
+
+def test_defaults_filled():
+    out = validate_randomness(dict(seed=3))
+    assert out['seed'] == 3 and out['deterministic'] is False
+    assert out['sample_seeding'] is True and out['keyed_cache'] is True
+
+
+def test_fill_uninitialized_memory_switch():
+    if not has_fill_uninitialized_memory():  # torch 2.1: a clear error, nothing set
+        with pytest.raises(ValueError, match=(
+                r'^randomness\.fill_uninitialized_memory=False needs torch >= 2\.2 '
+                r'\(torch\.utils\.deterministic\), but torch 2\.1\.2\S* is installed\. '
+                r"Remove the key to keep this torch's behaviour, or upgrade torch\.$")):
+            validate_randomness(dict(fill_uninitialized_memory=False))
+        with pytest.raises(ValueError, match=r'^fill_uninitialized_memory=True needs torch'):
+            set_random_seed(1, deterministic=True, fill_uninitialized_memory=True)
+        assert not torch.are_deterministic_algorithms_enabled()
+        return
+    try:
+        set_random_seed(1, deterministic=True, fill_uninitialized_memory=False)
+        assert torch.utils.deterministic.fill_uninitialized_memory is False
+        set_random_seed(1, deterministic=True, fill_uninitialized_memory=True)
+        assert torch.utils.deterministic.fill_uninitialized_memory is True
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+
+
+@pytest.mark.parametrize('threads, exc', [(0, ValueError), ('2', TypeError), (True, TypeError),
+                                          (1.0, TypeError)])
+def test_bad_threads_messages(threads, exc):
+    with pytest.raises(exc) as info:
+        validate_randomness(dict(threads=threads))
+    assert str(info.value) == (
+        f'randomness.threads must be a whole number >= 1 (PyTorch intra-op threads per '
+        f"process), got {threads!r}. Set e.g. `randomness=dict(threads=1)`, or remove the "
+        "key to keep PyTorch's default (OMP_NUM_THREADS, else the number of cores).")
+
+
+@pytest.mark.parametrize('value, exc', [(0, ValueError), (16.0, TypeError)])
+def test_bad_global_batch_messages(value, exc):
+    with pytest.raises(exc) as info:
+        validate_randomness(dict(global_batch=value))
+    assert str(info.value) == (
+        'randomness.global_batch must be a whole number >= 1 (samples per optimizer step '
+        f'over all ranks), got {value!r}. Set e.g. `randomness=dict(global_batch=16)`, or '
+        'remove the key to accept any layout.')
+
+
+def test_threads_default_to_pytorchs_own():
+    assert validate_randomness({})['threads'] is None
+    assert validate_randomness(dict(threads=3))['threads'] == 3

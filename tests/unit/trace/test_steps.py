@@ -1,0 +1,81 @@
+"""mmrepro.trace.steps: which optimizer steps are traced, and the step recorder."""
+import torch
+from mmengine.optim import OptimWrapper
+from torch import nn
+
+from mmrepro import trace as T
+from mmrepro.trace.steps import StepRecorder
+
+MASK = (1 << 64) - 1
+
+
+def test_traced_steps_are_dense_below_the_interval_then_every_interval():
+    from mmrepro.trace.steps import traced_step
+    assert [s for s in range(1, 130) if traced_step(s, 50)] == [1, 2, 4, 8, 16, 32, 50, 100]
+    assert [s for s in range(1, 10) if traced_step(s, 1)] == list(range(1, 10))
+    assert [s for s in range(1, 13) if traced_step(s, 3)] == [1, 2, 3, 6, 9, 12]
+
+
+# ------------------------------------------------------------------- StepRecorder
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+
+
+def _loss(model):
+    inputs = torch.linspace(-1, 1, 20).reshape(5, 4)
+    return model(inputs).square().mean() * 100
+
+
+def _hexes(grads):
+    """The step_grad digests of a pending batch, as the trace line writes them."""
+    return {name: T.to_hex((int(bits) + meta) & MASK)
+            for (section, name), meta, bits in zip(grads.keys, grads.metas,
+                                                   grads.bits.tolist(), strict=True)
+            if section == 'step_grad'}
+
+
+def test_the_step_gradients_are_those_the_optimizer_applies_after_clipping():
+    model = _model()
+    wrapper = OptimWrapper(torch.optim.SGD(model.parameters(), lr=0.1),
+                           clip_grad=dict(max_norm=0.01))
+    recorder = StepRecorder(model, wrapper, rank=0, world_size=1)
+    reference = _model()  # the same weights: its gradients, clipped as the wrapper clips
+    _loss(reference).backward()
+    total = torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.01)
+    assert total > 0.01  # the clipping changes them
+    expected = {n: T.to_hex(T.tensor_digest(p.grad)) for n, p in reference.named_parameters()}
+    recorder.begin()
+    wrapper.update_params(_loss(model))
+    fields, grads = recorder.finish(1)
+    assert _hexes(grads) == expected
+    assert [name for _, name in grads.keys] == ['0.weight', '0.bias', '2.weight', '2.bias']
+    assert fields == dict(step=1, step_data={}, step_losses={})
+    recorder.close()
+
+
+def test_only_traced_steps_are_read_and_close_removes_the_hook():
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    recorder = StepRecorder(model, OptimWrapper(optimizer), rank=0, world_size=1)
+    assert len(optimizer._optimizer_step_pre_hooks) == 1
+    _loss(model).backward()
+    optimizer.step()  # not begun: not a traced step
+    assert recorder.finish(1)[1] is None
+    recorder.close()
+    assert len(optimizer._optimizer_step_pre_hooks) == 0
+    recorder.begin()
+    optimizer.step()
+    assert recorder.finish(2)[1] is None  # the hook is gone
+
+
+def test_micro_batches_are_merged_by_their_place_in_the_global_batch():
+    recorder = StepRecorder(_model(), None, rank=0, world_size=1)  # no optimizer: no hook
+    recorder.begin()
+    recorder.add(1, {'0': 'c', '1': 'd'}, {'loss': 'y'})  # the second slice first
+    recorder.add(0, {'0': 'a', '1': 'b'}, {'loss': 'x', 'loss_cls': 'z'})
+    fields, grads = recorder.finish(4)
+    assert fields == dict(step=4, step_data={'0': 'a', '1': 'b', '2': 'c', '3': 'd'},
+                          step_losses={'0.loss': 'x', '0.loss_cls': 'z', '1.loss': 'y'})
+    assert grads is None
+    assert recorder.finish(5)[0] == dict(step=5, step_data={}, step_losses={})  # anew
