@@ -5,7 +5,7 @@ Trains RetinaNet R18 (the test suite's narrow variant, tiny COCO data with MMDet
 ``DefaultSampler`` + ``AspectRatioBatchSampler``, 2 epochs of global batch 4: 8 optimizer
 steps, a warmup in iterations) on 2 ranks x 2 with a checkpoint at iteration 6 (the
 middle of epoch 2), resumes that checkpoint (``tools/train.py --resume``) in each layout
-of ``tests/layout_runs.py`` (ranks on CPU over gloo, one intra-op thread each) and
+of ``tests/support/layout_runs.py`` (ranks on CPU over gloo, one intra-op thread each) and
 compares each final checkpoint with the uninterrupted 2 ranks x 2 run: are the samples
 (image, size, flip, pixels) the same in every step after the resume, how many weight
 tensors are bit-identical, and the norm of the weight difference relative to the
@@ -34,7 +34,7 @@ from support.repro_utils import checkpoint  # noqa: E402
 
 #: A checkpoint in the middle of epoch 2 (iteration 6 of 8 at global batch 4 on 2 x 2).
 MID_EPOCH = 'default_hooks = dict(checkpoint=dict(by_epoch=False, interval=6, save_last=True))\n'
-#: The layouts of ``tests/layout_runs.py`` that resume the 2 x 2 checkpoint (2 x 2
+#: The layouts of ``tests/support/layout_runs.py`` that resume the 2 x 2 checkpoint (2 x 2
 #: itself first: the exact resume).
 RESUMED = ('2x2', '1x2acc2', '4x1', '1x4', '2x1acc2', '1x1acc4')
 #: The checkpoint's step: samples of this step and later are trained after the resume.

@@ -174,7 +174,7 @@ train_cfg = dict(max_epochs=2)
 model = dict(use_syncbn=False, backbone=dict(norm_cfg={norm}), neck=dict(norm_cfg={norm}),
              bbox_head=dict(norm_cfg={norm}))
 """
-#: The narrow RetinaNet R18 (tests/repro_utils.py), backbone BN in training mode.
+#: The narrow RetinaNet R18 (tests/support/repro_utils.py), backbone BN in training mode.
 RETINANET = """custom_imports = dict(imports=['mmrepro', 'measure_syncbn'],
                       allow_failed_imports=False)
 randomness = dict(threads=1, global_batch=4)

@@ -82,7 +82,7 @@ setup_stack() {
     "${pip[@]}" install --no-deps "$(pin triton)"; }
 
   # 4. No mmrepro in the environment: the tests and tools use this checkout (its
-  #    configs resolve through mmrepro/.mim/configs), and tests/test_install.py
+  #    configs resolve through mmrepro/.mim/configs), and tests/e2e/test_install.py
   #    installs the wheel into an environment of its own.
   if [ -n "$(version_of mmrepro)" ]; then
     echo "[setup:$stack] removing the installed mmrepro (the checkout is used)"

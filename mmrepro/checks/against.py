@@ -139,7 +139,8 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
     say(f'  this run: {_layout_text(layout)}')
     result = AgainstResult()
     result.obstacles = obstacles(baseline.record, _predicted(cfg, world, baseline), layout,
-                                 pinned_seed=seed is None, sync_bn='SyncBN' in cfg.pretty_text)
+                                 pinned_seed=seed is None, sync_bn='SyncBN' in cfg.pretty_text,
+                                 model=str(cfg.model.get('type', '')))
     _say_obstacles(result.obstacles, say)
     blocking = [o for o in result.obstacles if o.blocking]
     if blocking and not options.go_on:

@@ -176,7 +176,7 @@ def _comparable(record: Dict[str, Any], pinned_seed: bool) -> Dict[str, Any]:
 
 
 def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layout,
-              pinned_seed: bool, sync_bn: bool = False) -> List[Obstacle]:
+              pinned_seed: bool, sync_bn: bool = False, model: str = '') -> List[Obstacle]:
     """What will keep a run from reproducing ``baseline``, most decisive first.
 
     Args:
@@ -185,6 +185,7 @@ def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layou
         layout: This run's layout (its global batch already matched to the baseline's).
         pinned_seed: The check trains with the baseline's seed (the config has none).
         sync_bn: The model normalises over the whole batch of every rank (SyncBN).
+        model: The detector's type (``cfg.model.type``).
     """
     diffs = diff_records(_comparable(baseline, pinned_seed), _comparable(predicted,
                                                                          pinned_seed))
@@ -203,18 +204,33 @@ def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layou
             a, b = values[key]
             found.append(Obstacle(kind, f'{cause}: {key}: {_short(a)} in the baseline, '
                                         f'{_short(b)} here'))
-    layout_problem = layout_obstacle(layout_of_record(baseline), layout, sync_bn)
+    layout_problem = layout_obstacle(layout_of_record(baseline), layout, sync_bn, model)
     if layout_problem:
         found.append(Obstacle('layout', layout_problem))
     return sorted(found, key=lambda o: KINDS.index(o.kind))
 
 
-def layout_obstacle(baseline: Optional[Layout], layout: Layout, sync_bn: bool) -> str:
+#: Detectors whose heads average a loss normaliser over the ranks (``reduce_mean``),
+#: where one process normalises each micro-batch alone: float-close across layouts as
+#: measured (``benchmarks/results/zoo_layouts_cpu.md``).
+RANK_AVERAGED = ('FCOS', 'ATSS', 'YOLOX', 'RTMDet', 'DeformableDETR', 'DINO', 'Mask2Former')
+
+
+def layout_obstacle(baseline: Optional[Layout], layout: Layout, sync_bn: bool,
+                    model: str = '') -> str:
     """Why this layout cannot give the baseline's bits (empty where it can).
 
-    The same per-rank batch gives the same bits on any number of ranks and micro-batches
-    (2 ranks x B and 1 process x B x 2 reduce alike) unless BatchNorm is synchronised
-    across ranks; another per-rank batch normalises losses over other images.
+    2 ranks x B and 1 process x B x 2 add their two gradients alike and end bitwise
+    equal; more micro-batches per step add theirs in another order (float-close).
+    Another per-rank batch normalises losses over other images, BatchNorm synchronised
+    across ranks (SyncBN) normalises over other images, and heads that average their
+    normaliser over ranks (:data:`RANK_AVERAGED`) weigh the images otherwise.
+
+    Args:
+        baseline: The baseline's layout (None: not recorded).
+        layout: This run's.
+        sync_bn: The model uses SyncBN.
+        model: The detector's type (``cfg.model.type``).
     """
     if baseline is None or baseline == Layout(layout.batch_size, 0, layout.world_size,
                                               layout.micro):
@@ -226,9 +242,18 @@ def layout_obstacle(baseline: Optional[Layout], layout: Layout, sync_bn: bool) -
         return (f'per-rank batch {baseline.batch_size} in the baseline, {layout.batch_size} '
                 'here: each micro-batch normalises its loss over other images (float-close, '
                 'not bitwise)')
+    if baseline.slices > 2:
+        return (f'{baseline.slices} micro-batches per optimizer step: their gradients add '
+                f'in another order on {baseline.world_size} rank(s) x '
+                f'{baseline.micro} than on {layout.world_size} x {layout.micro} '
+                '(float-close, not bitwise)')
     if sync_bn and baseline.world_size != layout.world_size:
         return (f'SyncBN over {baseline.world_size} rank(s) in the baseline, '
                 f'{layout.world_size} here: BatchNorm statistics cover other images')
+    if model in RANK_AVERAGED and baseline.world_size != layout.world_size:
+        return (f'{model} averages its loss normaliser over {baseline.world_size} rank(s) '
+                f'in the baseline, {layout.world_size} here: one process normalises each '
+                'micro-batch alone (float-close, not bitwise)')
     return ''
 
 

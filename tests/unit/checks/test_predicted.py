@@ -111,9 +111,19 @@ def test_layout_of_record_reads_its_layout_section_else_its_config():
     (Layout(2, 0, 2, 1), Layout(2, 0, 1, 2), True,
      'SyncBN over 2 rank(s) in the baseline, 1 here: BatchNorm statistics cover other '
      'images'),
+    (Layout(1, 0, 4, 1), Layout(1, 0, 1, 4), False,
+     '4 micro-batches per optimizer step: their gradients add in another order on 4 '
+     'rank(s) x 1 than on 1 x 4 (float-close, not bitwise)'),
 ])
 def test_layout_obstacle(baseline, here, sync_bn, text):
     assert layout_obstacle(baseline, here, sync_bn) == text
+
+
+def test_heads_that_average_over_ranks_are_named():
+    assert layout_obstacle(Layout(2, 0, 2, 1), Layout(2, 0, 1, 2), False, 'FCOS') == (
+        'FCOS averages its loss normaliser over 2 rank(s) in the baseline, 1 here: one '
+        'process normalises each micro-batch alone (float-close, not bitwise)')
+    assert layout_obstacle(Layout(2, 0, 2, 1), Layout(2, 0, 1, 2), False, 'RetinaNet') == ''
 
 
 def test_an_obstacle_blocks_only_for_config_and_data():
