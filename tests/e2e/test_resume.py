@@ -185,7 +185,11 @@ def test_batch_size_change_is_refused(runs, tmp_path):
                      checkpoint(runs.get('retinanet', 'base'), 'epoch_1.pth'), check=False)
     assert proc.returncode != 0
     assert ('mmrepro: cannot resume exactly: per-rank batch size 2 -> 1 between the '
-            'checkpoint and this run') in proc.stderr
+            'checkpoint (1 rank(s) x batch_size 2 x accumulative_counts 1 = 2) and this run '
+            '(1 rank(s) x batch_size 1 x accumulative_counts 1 = 1): the global batch '
+            'differs. Set train_dataloader.batch_size x optim_wrapper.accumulative_counts to '
+            '2 for 1 rank(s). Or set auto_scale_lr=dict(enable=True, ...) to continue '
+            'without bitwise reproducibility.') in proc.stderr
 
 
 STATEFUL_HOOKS = """
