@@ -227,19 +227,28 @@ def main(argv: Optional[List[str]] = None):
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
     runner.train()
     _report(runner)
-    _close_process_group()
+    _close_process_group(runner)
     return runner
 
 
-def _close_process_group() -> None:
+def _close_process_group(runner) -> None:
     """Wait for every rank (rank 0 may still be saving), then close the process group.
 
     A rank that exits while its peers still hold gloo connections can abort in
-    gloo's threads ("terminate called without an active exception").
+    gloo's threads ("terminate called without an active exception"). So can one whose
+    group outlives ``destroy_process_group``: the ``DistributedDataParallel`` wrapper's
+    reducer holds the group, and would release it only when the interpreter tears
+    down. The Runner keeps the unwrapped model, and the wrapper is freed first.
     """
+    import gc
+
     import torch.distributed as torch_dist
+    from mmengine.model import is_model_wrapper
     if torch_dist.is_available() and torch_dist.is_initialized():
         torch_dist.barrier()
+        if is_model_wrapper(runner.model):
+            runner.model = runner.model.module
+        gc.collect()
         torch_dist.destroy_process_group()
 
 
