@@ -6,10 +6,19 @@
 #     resume, kill + resume, MMDetection's own tools/train.py, pip install).
 # Extra arguments go to pytest on both stacks (a -m given here replaces the floor's
 # selection). STACKS="current" (or "floor") runs one stack only.
+#
+# Each stack runs two pytest-xdist workers (TEST_WORKERS=N for another number, 0 for
+# none), a test file's tests on one worker, and one intra-op thread per process
+# (OMP_NUM_THREADS=1 unless set): two trainings at once then share the 2 cores without
+# oversubscribing them. The datasets and the cached runs are made once per session and
+# shared by the workers (tests/conftest.py).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 stacks=${STACKS:-current floor}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+workers=()
+[ "${TEST_WORKERS:-2}" != 0 ] && workers=(-n "${TEST_WORKERS:-2}" --dist loadfile)
 status=0
 for stack in $stacks; do
   bash tools/setup_env.sh "$stack" || exit $?
@@ -18,6 +27,6 @@ for stack in $stacks; do
   if [ "$stack" = current ]; then py=.venv/bin/python; select=(); else
     py=.venv-floor/bin/python; select=(-m "not slow or floor"); fi
   echo "== $stack stack: $("$py" -c 'import torch, numpy; print(f"torch {torch.__version__}, numpy {numpy.__version__}")') =="
-  "$py" -m pytest "${select[@]}" "$@" || status=$?
+  "$py" -m pytest "${workers[@]}" "${select[@]}" "$@" || status=$?
 done
 exit $status

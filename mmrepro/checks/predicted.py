@@ -11,21 +11,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-import torch
-
 from ..data.global_stream import Layout, accumulative_counts
 from ..determinism.cpu import THREAD_ENV
 from ..record.fingerprint import data_fingerprint
-from ..record.numerics import numerics_record
-from ..record.run_record import (
-    RELEVANT_ENV,
-    code_fingerprint,
-    devices,
-    diff_records,
-    flatten_config,
-    torch_flags,
-    versions,
-)
+from ..record.numerics import amp_record
+from ..record.run_record import diff_records, flatten_config
 from ..run.enable import HOOK_NAMES
 from .diff_verdict import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings
 
@@ -94,19 +84,18 @@ def predicted_layout(cfg: Any, world_size: int) -> Layout:
                   accumulative_counts(cfg.get('optim_wrapper') or {}))
 
 
-def predicted_threads(cfg: Any, world_size: int) -> int:
-    """The intra-op thread count a training process of this run will use."""
-    threads = (cfg.get('randomness') or {}).get('threads')
-    if threads:
-        return int(threads)
-    value = os.environ.get('OMP_NUM_THREADS', '')
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    return 1 if world_size > 1 else torch.get_num_threads()  # torchrun sets 1
+def training_environment(world_size: int) -> Dict[str, str]:
+    """The environment a training process of the check gets (torchrun sets one thread
+    per process where a node runs several and ``OMP_NUM_THREADS`` is unset)."""
+    env = dict(os.environ)
+    if world_size > 1 and not env.get('OMP_NUM_THREADS'):
+        env['OMP_NUM_THREADS'] = '1'
+    return env
 
 
 def predicted_record(cfg: Any, world_size: int, dataset: Any,
-                     fingerprint: str = 'labels') -> Dict[str, Any]:
+                     fingerprint: str = 'labels',
+                     facts: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """What the run record of training ``cfg`` on ``world_size`` ranks here would hold.
 
     Args:
@@ -114,25 +103,29 @@ def predicted_record(cfg: Any, world_size: int, dataset: Any,
         world_size: Ranks the check trains on.
         dataset: The built training dataset (for the data fingerprint).
         fingerprint: The baseline's fingerprint mode.
+        facts: The environment's facts as a fresh training process reads them
+            (:func:`mmrepro.checks.probe.probe`); read now by default.
     """
     from ..run.settings import validate_randomness
-    threads = predicted_threads(cfg, world_size)
-    env = {k: os.environ.get(k) for k in RELEVANT_ENV}
-    if world_size > 1 and not env.get('OMP_NUM_THREADS'):
-        env['OMP_NUM_THREADS'] = '1'
-    numerics = numerics_record(cfg.get('optim_wrapper'))
+    from .probe import probe
+    facts = facts if facts is not None else probe(training_environment(world_size))
     settings = validate_randomness(cfg.get('randomness'))
+    devices = dict(facts['devices'])
+    if settings['threads']:  # set when the Runner seeds
+        devices['torch_threads'] = int(settings['threads'])
+    numerics = dict(facts['numerics'], amp=amp_record(cfg.get('optim_wrapper')))
     return dict(
         seed=settings['seed'], randomness=settings, world_size=world_size,
-        versions=versions(), devices=dict(devices(), torch_threads=threads), env=env,
-        torch_flags=seeded_flags(settings), numerics=numerics, config=flatten_config(cfg),
-        code=code_fingerprint(), data=data_fingerprint(dataset, fingerprint))
+        versions=facts['versions'], devices=devices, env=facts['env'],
+        torch_flags=seeded_flags(facts['torch_flags'], settings), numerics=numerics,
+        config=flatten_config(cfg), code=facts['code'],
+        data=data_fingerprint(dataset, fingerprint))
 
 
-def seeded_flags(settings: Dict[str, Any]) -> Dict[str, Any]:
-    """PyTorch's numerics flags as a run with these settings sets them when it seeds
-    (:func:`mmrepro.determinism.mode.set_deterministic`), without setting them here."""
-    flags = torch_flags()
+def seeded_flags(flags: Dict[str, Any], settings: Dict[str, Any]) -> Dict[str, Any]:
+    """PyTorch's numerics ``flags`` (a fresh process's) as a run with these settings
+    sets them when it seeds (:func:`mmrepro.determinism.mode.set_deterministic`)."""
+    flags = dict(flags)
     if settings['deterministic']:
         flags.update(deterministic_algorithms=True,
                      deterministic_warn_only=bool(settings['warn_only']),

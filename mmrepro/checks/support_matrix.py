@@ -227,17 +227,21 @@ def check_families(families: Sequence[str], iters: int, work_dir: str, data_root
         print(f'{family}: {state} ({time.perf_counter() - start:.0f} s)', file=progress,
               flush=True)
         return result
-    threads = os.environ.get('OMP_NUM_THREADS')
-    if jobs > 1:  # read by the training subprocesses
-        os.environ['OMP_NUM_THREADS'] = str(max(1, (os.cpu_count() or 1) // jobs))
+    # Read by the training subprocesses; the caller's values are put back after.
+    variables = {DATA_ENV: osp.join(osp.abspath(data_root), '')}
+    if jobs > 1:
+        variables['OMP_NUM_THREADS'] = str(max(1, (os.cpu_count() or 1) // jobs))
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             return list(pool.map(one, families))
     finally:
-        if threads is None:
-            os.environ.pop('OMP_NUM_THREADS', None)
-        else:
-            os.environ['OMP_NUM_THREADS'] = threads
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def format_table(results: List[FamilyResult]) -> str:

@@ -34,7 +34,7 @@ def test_the_same_config_here_reproduces_the_baseline(runs, tmp_path, capsys):
                           '--work-dir', str(tmp_path / 'check'))
     assert code == 0, out
     assert ('before training: nothing recorded differs from the baseline (config, data, '
-            'library versions, CPU/GPU numerics, layout)') in out
+            'library versions, CPU/GPU numerics, layout)') in out, out
     assert (f'verdict: reproduces {baseline} bit for bit through iteration 8 (4 traced '
             'optimizer step(s): samples, losses, gradients and weights)') in out
 

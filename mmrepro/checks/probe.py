@@ -1,0 +1,51 @@
+"""What a fresh training process here would record of its environment.
+
+``python -m mmrepro.checks.probe`` prints, as JSON, the run record's sections that
+describe the machine and the software (versions, devices, the environment variables
+that change results, PyTorch's numerics flags, the hardware and libraries that change
+rounding, the code), read in a new interpreter started with the environment a training
+process of the check would get, so that nothing the calling process changed (thread
+counts, flags) leaks into the prediction (:func:`probe`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+from typing import Any, Dict, Mapping, Optional
+
+#: The record's sections the probe reads.
+SECTIONS = ('versions', 'devices', 'env', 'torch_flags', 'numerics', 'code')
+
+
+def facts() -> Dict[str, Any]:
+    """This process's facts (call it in a fresh interpreter: :func:`probe`)."""
+    from ..record.numerics import numerics_record
+    from ..record.run_record import RELEVANT_ENV, code_fingerprint, devices, torch_flags, versions
+    return dict(versions=versions(), devices=devices(),
+                env={k: os.environ.get(k) for k in RELEVANT_ENV}, torch_flags=torch_flags(),
+                numerics=numerics_record(None), code=code_fingerprint())
+
+
+def probe(env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """:func:`facts` of a new interpreter started with ``env`` (this process's by default).
+
+    Raises:
+        RuntimeError: The interpreter failed (its last lines are in the message).
+    """
+    root = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+    variables = dict(os.environ if env is None else env)
+    variables['PYTHONPATH'] = os.pathsep.join(
+        p for p in (root, variables.get('PYTHONPATH')) if p)
+    proc = subprocess.run([sys.executable, '-m', 'mmrepro.checks.probe'], env=variables,
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError('reading this environment in a new interpreter failed: '
+                           + ' | '.join(proc.stderr.strip().splitlines()[-3:]))
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+if __name__ == '__main__':
+    print(json.dumps(facts(), default=str))
