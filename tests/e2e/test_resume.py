@@ -144,6 +144,22 @@ def test_checkpoint_without_mmrepro_state_resumes_with_warning(runs, tmp_path):
     assert osp.exists(osp.join(work_dir, 'epoch_3.pth'))
 
 
+def test_a_format_1_checkpoint_of_the_previous_release_resumes_exactly(runs, tmp_path):
+    """Releases before the section's format 2 kept the position in the rank's own batches."""
+    base = runs.get('retinanet', 'base')
+    ckpt = safe_load(checkpoint(base, 'iter_10.pth'))
+    section = ckpt['mmrepro']
+    position = section['position']
+    assert section['format'] == 2 and position['global_batches'] > 0  # mid-epoch, 1 x 1
+    section.update(format=1, position=dict(epoch=position['epoch'],
+                                           batches=position['global_batches']))
+    old = str(tmp_path / 'format_1.pth')
+    torch.save(ckpt, old)
+    work_dir, out = _resume(runs, tmp_path, 'retinanet', old)
+    assert 'mmrepro: resumed RNG states and data position' in out
+    assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
+
+
 def _tree_digest(root):
     out = {}
     for dirpath, _, files in os.walk(root):

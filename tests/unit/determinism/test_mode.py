@@ -12,6 +12,18 @@ from mmrepro.determinism.mode import set_deterministic
 from mmrepro.rng.seeding import set_random_seed
 
 
+@pytest.fixture(autouse=True)
+def _restore_cublas_variable():
+    """Put the variable back: ``monkeypatch.delenv`` of an absent variable records nothing,
+    so a value the code under test sets would leak into the next test in this process."""
+    before = os.environ.get('CUBLAS_WORKSPACE_CONFIG')
+    yield
+    if before is None:
+        os.environ.pop('CUBLAS_WORKSPACE_CONFIG', None)
+    else:
+        os.environ['CUBLAS_WORKSPACE_CONFIG'] = before
+
+
 def test_deterministic_sets_flags():
     try:
         set_random_seed(1, deterministic=True)
