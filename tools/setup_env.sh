@@ -75,7 +75,8 @@ setup_stack() {
       "${pip[@]}" install -c "$pins" "$(pin mmsegmentation)" "$(pin ftfy)" "$(pin regex)"; }
     "$vpy" -c "import ruff" 2>/dev/null || "${pip[@]}" install -c "$pins" ruff
   fi
-  "$vpy" -c "import pytest" 2>/dev/null || "${pip[@]}" install -c "$pins" pytest
+  "$vpy" -c "import pytest, xdist" 2>/dev/null || "${pip[@]}" install -c "$pins" pytest \
+    "$(pin pytest-xdist)"
   # Triton: the CUDA kernels' tests run on CPU through its interpreter (the CPU wheel
   # of torch does not pull it in; the floor's torch pins its own).
   have triton "$(want triton)" || { echo "[setup:$stack] installing $(pin triton)"; \

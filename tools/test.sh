@@ -8,7 +8,8 @@
 # selection). STACKS="current" (or "floor") runs one stack only.
 #
 # Each stack runs two pytest-xdist workers (TEST_WORKERS=N for another number, 0 for
-# none), a test file's tests on one worker, and one intra-op thread per process
+# none; each test file on one worker: --dist loadfile, the longest files first), and
+# one intra-op thread per process
 # (OMP_NUM_THREADS=1 unless set): two trainings at once then share the 2 cores without
 # oversubscribing them. The datasets and the cached runs are made once per session and
 # shared by the workers (tests/conftest.py).
