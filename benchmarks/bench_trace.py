@@ -43,6 +43,8 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 from timing import timed  # noqa: E402 (benchmarks/timing.py, next to this script)
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+#: The Runner's iteration of the first timed step (see the loop in :func:`main`).
+FIRST_ITER = 1001
 MODES = ('no hook', 'hook, trace off', 'trace N=1000, untraced iter', 'trace N=1',
          'trace N=1 + forward outputs')
 #: (trace interval, forward outputs) of each mode after ``no hook``.
@@ -146,8 +148,10 @@ def main() -> None:
                     cell[0] = 0.0
             order = random.Random(round_).sample(MODES, len(MODES))
             for mode in order:
-                # Iteration 1 on: untraced at N=1000 (the first iteration always is).
-                elapsed = step(runner, hooks[mode], batches[round_ % len(batches)], round_ + 1)
+                # Iterations 1001 on: untraced at N=1000, which traces the dense
+                # points below its interval (1, 2, 4, ..., 512) and then every 1000th.
+                elapsed = step(runner, hooks[mode], batches[round_ % len(batches)],
+                               FIRST_ITER + round_)
                 if round_ >= args.warmup:
                     times[mode].append(elapsed)
         for hook in hooks.values():

@@ -38,7 +38,7 @@ class ReproducibilityHook(Hook):
     Args:
         trace_interval: Record the trace at optimizer steps 1, 2, 4, ... below N, then
             every N steps; 0 turns it off. Defaults to 50, MMDetection's logging
-            interval: about 0.1 % of the training time and one line of about 39 KiB
+            interval: about 0.14 % of the training time and one line of about 39 KiB
             per traced step for an R50-FPN detector (68 MiB over COCO 1x's 88,716
             iterations; ``docs/benchmarks.md``).
         trace_forward: Also record every module's forward output in the trace (names
