@@ -115,7 +115,9 @@ LONGEST_FIRST = (
     'unit/ops/aot/test_build.py', 'e2e/test_support_matrix.py', 'e2e/test_resume.py',
     'e2e/test_epoch_resume.py', 'e2e/test_distributed.py', 'e2e/test_data_randomness.py',
     'e2e/test_cuda_path_on_cpu.py', 'e2e/test_error_contract.py', 'e2e/test_layouts.py',
-    'e2e/test_check_repro.py')
+    'e2e/test_check_repro.py', 'e2e/test_check_against.py', 'e2e/test_restarts.py',
+    'e2e/test_mmseg.py', 'e2e/test_repro_diff.py', 'e2e/test_install.py',
+    'e2e/test_atomic_save.py', 'e2e/test_scope.py', 'unit/cli/test_train.py')
 
 
 def _rank(item) -> int:
