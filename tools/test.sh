@@ -19,7 +19,8 @@ cd "$root"
 stacks=${STACKS:-current floor}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 workers=()
-[ "${TEST_WORKERS:-2}" != 0 ] && workers=(-n "${TEST_WORKERS:-2}" --dist loadfile)
+[ "${TEST_WORKERS:-2}" != 0 ] && workers=(-n "${TEST_WORKERS:-2}" --dist loadfile \
+  --no-loadscope-reorder)  # keep conftest's order, not "most tests first"
 status=0
 for stack in $stacks; do
   bash tools/setup_env.sh "$stack" || exit $?
