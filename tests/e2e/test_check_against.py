@@ -15,6 +15,7 @@ from support.layout_runs import LayoutRuns
 from support.repro_utils import REPO, checkpoint, pythonpath, run_train, write_config
 
 from mmrepro.cli.check_repro import main as check_main
+from mmrepro.record.bundle import pack
 from mmrepro.record.run_record import load_run_record
 
 pytestmark = pytest.mark.slow
@@ -39,10 +40,13 @@ def test_the_same_config_here_reproduces_the_baseline(runs, tmp_path, capsys):
             'optimizer step(s): samples, losses, gradients and weights)') in out
 
 
-def test_from_a_checkpoint_to_the_next_traced_step(runs, tmp_path, capsys):
-    baseline = runs.get('retinanet', 'base')
+def test_from_a_checkpoint_to_the_next_traced_step_against_a_bundle(runs, tmp_path, capsys):
+    """The baseline as a team shares it: a bundle (no weights), and one of its checkpoints."""
+    work_dir = runs.get('retinanet', 'base')
+    baseline = str(tmp_path / 'baseline.tar.gz')
+    pack(work_dir, baseline)
     code, out, _ = _check(capsys, _base_config(runs), '--against', baseline, '--from',
-                          checkpoint(baseline, 'epoch_1.pth'),
+                          checkpoint(work_dir, 'epoch_1.pth'),
                           '--work-dir', str(tmp_path / 'check'))
     assert code == 0, out
     assert 'training optimizer steps 9..16 from ' in out
