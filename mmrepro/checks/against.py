@@ -34,13 +34,11 @@ from .predicted import (
     obstacles,
     predicted_layout,
     predicted_record,
+    rank_averaging_module,
 )
 from .run_data import RunData, load_run
-from .runs import IN_PROCESS_LOCK, Run, load_config, train
+from .runs import DEFAULT_ITERS, IN_PROCESS_LOCK, PROG, Run, load_config, train
 
-PROG = 'check_repro'
-#: Steps trained by default: the baseline's dense early trace points 1, 2, 4 and 8.
-DEFAULT_STEPS = 8
 
 @dataclass
 class AgainstOptions:
@@ -50,7 +48,8 @@ class AgainstOptions:
         config: The train config file.
         baseline: The baseline's work dir (or log dir) or bundle.
         steps: Optimizer steps to train (None: the baseline's traced steps up to
-            :data:`DEFAULT_STEPS`, or to its next traced step after ``resume_from``).
+            :data:`~mmrepro.checks.runs.DEFAULT_ITERS`, or to its next traced step
+            after ``resume_from``).
         resume_from: One of the baseline's checkpoints to start from.
         go_on: Train although the config or the data differ.
         work_dir: Where the run goes (None: ``work_dirs/check_against/<config name>``).
@@ -121,9 +120,17 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
         RuntimeError: The training run failed (the message names its log).
     """
     baseline = load_run('baseline', options.baseline)
-    if baseline.record is None or not baseline.trace:
+    if baseline.record is None:
+        raise ValueError(f'--against {options.baseline!r}: the baseline has no run record '
+                         '(trained without mmrepro?), so there is nothing to compare')
+    if not baseline.trace:
         raise ValueError(f'--against {options.baseline!r}: the baseline has no trace '
                          '(trained with trace_interval=0?), so there is nothing to compare')
+    if not step_lines(baseline.trace[1]):
+        raise ValueError(f'--against {options.baseline!r}: the baseline\'s trace has no '
+                         'optimizer-step records (written by an earlier mmrepro release); '
+                         'train the baseline with this release, or compare two runs with '
+                         'mmrepro-diff')
     world = max(options.nproc, 1)
     base_layout = layout_of_record(baseline.record)
     cfg_options = list(options.cfg_options)
@@ -133,14 +140,14 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
         cfg_options.append(_matching_accumulation(base_layout, layout))
         cfg = load_config(options.config, cfg_options, world, prog=PROG)
         layout = predicted_layout(cfg, world)
-    seed = (cfg.get('randomness') or {}).get('seed')
+    seed = (cfg.get('randomness') or {}).get('seed')  # None: the baseline's is pinned
     say(f'{PROG}: {options.config} against {options.baseline} (seed '
         f"{baseline.record.get('seed')}, {_layout_text(base_layout)})")
     say(f'  this run: {_layout_text(layout)}')
     result = AgainstResult()
     result.obstacles = obstacles(baseline.record, _predicted(cfg, world, baseline), layout,
                                  pinned_seed=seed is None, sync_bn='SyncBN' in cfg.pretty_text,
-                                 model=str(cfg.model.get('type', '')))
+                                 averaging=rank_averaging_module(cfg.model))
     _say_obstacles(result.obstacles, say)
     blocking = [o for o in result.obstacles if o.blocking]
     if blocking and not options.go_on:
@@ -155,7 +162,8 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
     if not result.steps:
         raise ValueError(f'--against {options.baseline!r}: the baseline traced no optimizer '
                          f'step in {start + 1}..{stop}; choose --iters to reach one')
-    result.log_dir, result.seconds = _train(options, cfg, cfg_options, baseline, layout,
+    train_seed = baseline.record.get('seed') if seed is None else seed
+    result.log_dir, result.seconds = _train(options, cfg, cfg_options, train_seed, layout,
                                             start, stop, say)
     result.trained = True
     lines = read_trace(osp.join(result.log_dir, TRACE_NAME))[1]
@@ -223,16 +231,17 @@ def _span(baseline: RunData, options: AgainstOptions) -> Tuple[int, int]:
     if options.steps is not None:
         return start, start + options.steps
     if start == 0:
-        early = [s for s in traced if s <= DEFAULT_STEPS]
-        return 0, max(early) if early else DEFAULT_STEPS
+        early = [s for s in traced if s <= DEFAULT_ITERS]
+        return 0, max(early) if early else DEFAULT_ITERS
     later = [s for s in traced if s > start]
     return start, later[0] if later else start + 1
 
 
-def _train(options: AgainstOptions, cfg: Any, cfg_options: List[str], baseline: RunData,
+def _train(options: AgainstOptions, cfg: Any, cfg_options: List[str], seed: Any,
            layout: Layout, start: int, stop: int,
            say: Callable[..., None]) -> Tuple[str, float]:
-    """Write the child config and train it; return its log dir and the wall time."""
+    """Write the child config and train it with ``seed`` (the config's own, or the
+    baseline's where the config has none); return its log dir and the wall time."""
     work_dir = options.work_dir or osp.join(
         'work_dirs', 'check_against', osp.splitext(osp.basename(options.config))[0])
     os.makedirs(work_dir, exist_ok=True)
@@ -241,7 +250,7 @@ def _train(options: AgainstOptions, cfg: Any, cfg_options: List[str], baseline: 
             if options.resume_from else f'optimizer steps 1..{stop}')
     with open(child, 'w') as f:
         f.write(child_config(cfg, options.config, options.baseline, what,
-                             baseline.record.get('seed'), stop * layout.micro))
+                             seed, stop * layout.micro))
     args = ['--resume', options.resume_from] if options.resume_from else []
     say(f'training {what} here ({stop - start} step(s) of {layout.micro} micro-batch(es)) '
         '...', end=' ', flush=True)

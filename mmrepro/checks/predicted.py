@@ -7,12 +7,13 @@ config here would hold (config, data fingerprint, versions, CPU/GPU numerics, la
 """
 from __future__ import annotations
 
+import ast
 import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from ..data.global_stream import Layout, accumulative_counts
-from ..determinism.cpu import THREAD_ENV
+from ..determinism.cpu import THREAD_ENV, environment
 from ..record.fingerprint import data_fingerprint
 from ..record.numerics import amp_record
 from ..record.run_record import diff_records, flatten_config
@@ -84,12 +85,14 @@ def predicted_layout(cfg: Any, world_size: int) -> Layout:
                   accumulative_counts(cfg.get('optim_wrapper') or {}))
 
 
-def training_environment(world_size: int) -> Dict[str, str]:
-    """The environment a training process of the check gets (torchrun sets one thread
-    per process where a node runs several and ``OMP_NUM_THREADS`` is unset)."""
+def training_environment(world_size: int, cpu_isa: Optional[str] = None) -> Dict[str, str]:
+    """The environment a training process of the check gets: torchrun sets one thread
+    per process where a node runs several and ``OMP_NUM_THREADS`` is unset, and
+    ``tools/train.py`` restarts itself with ``randomness.cpu_isa``'s variables."""
     env = dict(os.environ)
     if world_size > 1 and not env.get('OMP_NUM_THREADS'):
         env['OMP_NUM_THREADS'] = '1'
+    env.update(environment(cpu_isa))
     return env
 
 
@@ -108,8 +111,9 @@ def predicted_record(cfg: Any, world_size: int, dataset: Any,
     """
     from ..run.settings import validate_randomness
     from .probe import probe
-    facts = facts if facts is not None else probe(training_environment(world_size))
     settings = validate_randomness(cfg.get('randomness'))
+    if facts is None:
+        facts = probe(training_environment(world_size, settings['cpu_isa']))
     devices = dict(facts['devices'])
     if settings['threads']:  # set when the Runner seeds
         devices['torch_threads'] = int(settings['threads'])
@@ -135,6 +139,23 @@ def seeded_flags(flags: Dict[str, Any], settings: Dict[str, Any]) -> Dict[str, A
     return flags
 
 
+def _without_own_imports(config: Dict[str, str]) -> Dict[str, str]:
+    """A flattened config without mmrepro in ``custom_imports``: ``tools/train.py`` adds
+    it (with ``allow_failed_imports``) where a config enables mmrepro by its hook alone,
+    and it changes nothing the model computes."""
+    out = {k: v for k, v in config.items() if k != 'custom_imports.allow_failed_imports'}
+    try:
+        names = ast.literal_eval(out.get('custom_imports.imports', '[]'))
+    except (ValueError, SyntaxError):
+        return out
+    names = [names] if isinstance(names, str) else list(names)
+    rest = [n for n in names if not (n == 'mmrepro' or str(n).startswith('mmrepro.'))]
+    out.pop('custom_imports.imports', None)
+    if rest:
+        out['custom_imports.imports'] = repr(rest)
+    return out
+
+
 def _without_hook_options(config: Dict[str, str]) -> Dict[str, str]:
     """A flattened config without mmrepro's own hooks' entries (their options, such as the
     trace interval, change nothing the model computes)."""
@@ -155,7 +176,7 @@ def _located(key: str) -> bool:
 
 
 def _comparable(record: Dict[str, Any], pinned_seed: bool) -> Dict[str, Any]:
-    config = _without_hook_options(dict(record.get('config') or {}))
+    config = _without_own_imports(_without_hook_options(dict(record.get('config') or {})))
     out = dict(record, config={k: v for k, v in config.items() if not _located(k)})
     if pinned_seed:  # the check trains with the baseline's seed
         out.pop('seed', None)
@@ -169,7 +190,8 @@ def _comparable(record: Dict[str, Any], pinned_seed: bool) -> Dict[str, Any]:
 
 
 def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layout,
-              pinned_seed: bool, sync_bn: bool = False, model: str = '') -> List[Obstacle]:
+              pinned_seed: bool, sync_bn: bool = False,
+              averaging: str = '') -> List[Obstacle]:
     """What will keep a run from reproducing ``baseline``, most decisive first.
 
     Args:
@@ -178,7 +200,8 @@ def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layou
         layout: This run's layout (its global batch already matched to the baseline's).
         pinned_seed: The check trains with the baseline's seed (the config has none).
         sync_bn: The model normalises over the whole batch of every rank (SyncBN).
-        model: The detector's type (``cfg.model.type``).
+        averaging: The model's module that averages over ranks
+            (:func:`rank_averaging_module`; empty: none).
     """
     diffs = diff_records(_comparable(baseline, pinned_seed), _comparable(predicted,
                                                                          pinned_seed))
@@ -197,33 +220,68 @@ def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layou
             a, b = values[key]
             found.append(Obstacle(kind, f'{cause}: {key}: {_short(a)} in the baseline, '
                                         f'{_short(b)} here'))
-    layout_problem = layout_obstacle(layout_of_record(baseline), layout, sync_bn, model)
+    layout_problem = layout_obstacle(layout_of_record(baseline), layout, sync_bn,
+                                     averaging)
     if layout_problem:
         found.append(Obstacle('layout', layout_problem))
     return sorted(found, key=lambda o: KINDS.index(o.kind))
 
 
-#: Detectors whose heads average a loss normaliser over the ranks (``reduce_mean``),
-#: where one process normalises each micro-batch alone: float-close across layouts as
-#: measured (``benchmarks/results/zoo_layouts_cpu.md``).
-RANK_AVERAGED = ('FCOS', 'ATSS', 'YOLOX', 'RTMDet', 'DeformableDETR', 'DINO', 'Mask2Former')
+def rank_averaging_module(model: Any) -> str:
+    """The first module type of a model config whose code averages a value over the ranks
+    (``reduce_mean``: FCOS, ATSS, GFL, TOOD, VFNet, YOLOX, RTMDet, DETR-style and
+    MaskFormer-style heads among others), or ``''``.
+
+    Such a head normalises its loss by a count averaged over the ranks, where one
+    process normalises each micro-batch alone: float-close across layouts, as measured
+    (``benchmarks/results/zoo_layouts_cpu.md``). A class counts where it, or a class it
+    inherits from, is defined in a module that calls ``reduce_mean``.
+
+    Args:
+        model: The config's ``model`` (a dict or ``ConfigDict``).
+    """
+    import inspect
+    import sys
+    try:
+        from mmdet.registry import MODELS
+    except ImportError:
+        return ''
+    stack = [model]
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, dict):
+            kind = node.get('type')
+            cls = MODELS.get(kind) if isinstance(kind, str) else None
+            for base in getattr(cls, '__mro__', ()):
+                module = sys.modules.get(base.__module__)
+                try:
+                    code = inspect.getsource(module) if module is not None else ''
+                except (OSError, TypeError):
+                    code = ''
+                if 'reduce_mean(' in code:
+                    return kind
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return ''
 
 
 def layout_obstacle(baseline: Optional[Layout], layout: Layout, sync_bn: bool,
-                    model: str = '') -> str:
+                    averaging: str = '') -> str:
     """Why this layout cannot give the baseline's bits (empty where it can).
 
     2 ranks x B and 1 process x B x 2 add their two gradients alike and end bitwise
     equal; more micro-batches per step add theirs in another order (float-close).
     Another per-rank batch normalises losses over other images, BatchNorm synchronised
     across ranks (SyncBN) normalises over other images, and heads that average their
-    normaliser over ranks (:data:`RANK_AVERAGED`) weigh the images otherwise.
+    normaliser over ranks (:func:`rank_averaging_module`) weigh the images otherwise.
 
     Args:
         baseline: The baseline's layout (None: not recorded).
         layout: This run's.
         sync_bn: The model uses SyncBN.
-        model: The detector's type (``cfg.model.type``).
+        averaging: The model's module that averages over ranks
+            (:func:`rank_averaging_module`; empty: none).
     """
     if baseline is None or baseline == Layout(layout.batch_size, 0, layout.world_size,
                                               layout.micro):
@@ -243,8 +301,8 @@ def layout_obstacle(baseline: Optional[Layout], layout: Layout, sync_bn: bool,
     if sync_bn and baseline.world_size != layout.world_size:
         return (f'SyncBN over {baseline.world_size} rank(s) in the baseline, '
                 f'{layout.world_size} here: BatchNorm statistics cover other images')
-    if model in RANK_AVERAGED and baseline.world_size != layout.world_size:
-        return (f'{model} averages its loss normaliser over {baseline.world_size} rank(s) '
+    if averaging and baseline.world_size != layout.world_size:
+        return (f'{averaging} averages its loss normaliser over {baseline.world_size} rank(s) '
                 f'in the baseline, {layout.world_size} here: one process normalises each '
                 'micro-batch alone (float-close, not bitwise)')
     return ''

@@ -37,14 +37,21 @@ def probe(env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """
     root = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
     variables = dict(os.environ if env is None else env)
-    variables['PYTHONPATH'] = os.pathsep.join(
-        p for p in (root, variables.get('PYTHONPATH')) if p)
-    proc = subprocess.run([sys.executable, '-m', 'mmrepro.checks.probe'], env=variables,
-                          capture_output=True, text=True, timeout=300)
+    if osp.basename(root) not in ('site-packages', 'dist-packages'):  # a source tree
+        variables['PYTHONPATH'] = os.pathsep.join(
+            p for p in (root, variables.get('PYTHONPATH')) if p)
+    failed = 'reading this environment in a new interpreter failed: '
+    try:
+        proc = subprocess.run([sys.executable, '-m', 'mmrepro.checks.probe'], env=variables,
+                              capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired as err:
+        raise RuntimeError(f'{failed}no answer within {err.timeout:.0f} s') from None
     if proc.returncode != 0:
-        raise RuntimeError('reading this environment in a new interpreter failed: '
-                           + ' | '.join(proc.stderr.strip().splitlines()[-3:]))
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(failed + ' | '.join(proc.stderr.strip().splitlines()[-3:]))
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise RuntimeError(f'{failed}it printed no facts ({proc.stdout[-200:]!r})') from None
 
 
 if __name__ == '__main__':

@@ -22,9 +22,8 @@ from ..record.run_record import diff_records, load_run_record
 from ..trace import TRACE_NAME, compare_traces, describe_diff, read_trace
 from . import runs
 from .nondeterminism import report_nondeterminism
-from .runs import Run, deterministic, load_config, seed_of, train
+from .runs import DEFAULT_ITERS, PROG, Run, deterministic, load_config, seed_of, train
 
-PROG = 'check_repro'
 
 @dataclass
 class CheckOptions:
@@ -41,7 +40,7 @@ class CheckOptions:
     """
 
     config: str
-    iters: int = 8
+    iters: int = DEFAULT_ITERS
     work_dir: Optional[str] = None
     cfg_options: List[str] = field(default_factory=list)
     resume_check: bool = False

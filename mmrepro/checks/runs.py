@@ -27,6 +27,11 @@ from ..run.enable import HOOK_NAMES, enable_in_config
 IN_PROCESS_LOCK = threading.Lock()
 #: Seed used when the config has none (a seedless config never reruns identically).
 DEFAULT_SEED = 0
+#: The checks' program name, in their messages and errors.
+PROG = 'check_repro'
+#: Iterations (optimizer steps, with ``--against``) a check trains by default: with
+#: ``--against``, the baseline's dense early trace points 1, 2, 4 and 8.
+DEFAULT_ITERS = 8
 
 #: A check run's config: the user's, without validation, traced, stopped, seeded.
 CHILD_CONFIG = """\

@@ -25,6 +25,7 @@ uses: CUDA when visible, else CPU.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import os.path as osp
@@ -33,7 +34,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, TextIO
+from typing import Dict, Iterator, List, Optional, Sequence, TextIO
 
 import torch
 
@@ -104,7 +105,7 @@ def _mean_iter_time(log_dir: str) -> Optional[float]:
 def _speed_ratio(work_dir: str, deterministic_log: str) -> Optional[float]:
     """Deterministic over nondeterministic iteration time (a third, nondeterministic run)."""
     run = Run('nondeterministic', 'randomness.deterministic=False',
-                          cfg_options=['randomness.deterministic=False'])
+              cfg_options=['randomness.deterministic=False'])
     child = osp.join(work_dir, 'check_repro_config.py')
     fast = _mean_iter_time(train(run, child, work_dir, []))
     slow = _mean_iter_time(deterministic_log)
@@ -143,9 +144,17 @@ def check_family(family: str, iters: int, work_dir: str, data_root: str,
     Returns:
         The family's row. A run that fails is reported in ``error``, not raised.
     """
+    with _environment({DATA_ENV: osp.join(osp.abspath(data_root), '')}):
+        return _check_family(family, iters, work_dir, speed, cfg_options,
+                             keep_checkpoints, checks, epochs)
+
+
+def _check_family(family: str, iters: int, work_dir: str, speed: Optional[bool],
+                  cfg_options: Sequence[str], keep_checkpoints: bool,
+                  checks: Sequence[str], epochs: int) -> FamilyResult:
+    """:func:`check_family` with the data's variable set."""
     result = FamilyResult(family, device_name())
     speed = torch.cuda.is_available() if speed is None else speed
-    os.environ[DATA_ENV] = osp.join(osp.abspath(data_root), '')
     try:
         options = _check_options(family, iters, osp.join(work_dir, family), checks,
                                  cfg_options)
@@ -231,11 +240,17 @@ def check_families(families: Sequence[str], iters: int, work_dir: str, data_root
     variables = {DATA_ENV: osp.join(osp.abspath(data_root), '')}
     if jobs > 1:
         variables['OMP_NUM_THREADS'] = str(max(1, (os.cpu_count() or 1) // jobs))
+    with _environment(variables), ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, families))
+
+
+@contextlib.contextmanager
+def _environment(variables: Dict[str, str]) -> Iterator[None]:
+    """Set ``variables`` (read by the training subprocesses); put the caller's back."""
     saved = {name: os.environ.get(name) for name in variables}
     os.environ.update(variables)
     try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(one, families))
+        yield
     finally:
         for name, value in saved.items():
             if value is None:

@@ -17,14 +17,12 @@ import sys
 from typing import List, Optional
 
 from ..checks.against import AgainstOptions, run_against
-from ..checks.repro_check import PROG, CheckOptions, run_check
+from ..checks.repro_check import CheckOptions, run_check
+from ..checks.runs import DEFAULT_ITERS, PROG
 from ..record.bundle import BundleError
 from ..record.run_record import RunRecordError
 from ..trace import TraceError
 from .config_args import ArgumentParser, report
-
-#: Iterations per run of the plain check.
-DEFAULT_ITERS = 8
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

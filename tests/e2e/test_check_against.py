@@ -5,6 +5,7 @@ traced at the dense early steps 1, 2, 4, 8 and 16), a run on a private copy of t
 and the 2-rank layout runs (``tests/support/layout_runs.py``).
 """
 import functools
+import glob
 import json
 import os.path as osp
 import shutil
@@ -114,6 +115,25 @@ def test_two_ranks_and_one_process_accumulating_reproduce_each_other(tmp_path_fa
             in out)
     assert (f'verdict: reproduces {baseline} bit for bit through iteration 4 (4 traced '
             'optimizer step(s)') in out
+
+
+def test_a_baseline_traced_before_step_records_is_one_error_line(runs, tmp_path, capsys):
+    """Traces of earlier releases hold iterations, not whole optimizer steps."""
+    old = str(tmp_path / 'old')
+    shutil.copytree(runs.get('retinanet', 'base'), old,
+                    ignore=shutil.ignore_patterns('*.pth'))
+    for path in glob.glob(osp.join(old, '*', 'trace.jsonl')):
+        with open(path) as f:
+            lines = [json.loads(line) for line in f]
+        with open(path, 'w') as f:
+            for line in lines:
+                f.write(json.dumps({k: v for k, v in line.items()
+                                    if not k.startswith('step')}) + '\n')
+    code, out, err = _check(capsys, _base_config(runs), '--against', old)
+    assert code == 2 and out == ''
+    assert err == (f"check_repro: error: --against {old!r}: the baseline's trace has no "
+                   'optimizer-step records (written by an earlier mmrepro release); train '
+                   'the baseline with this release, or compare two runs with mmrepro-diff\n')
 
 
 @pytest.mark.parametrize('argv,message', [

@@ -11,8 +11,11 @@ from mmrepro.checks.predicted import (
     layout_obstacle,
     layout_of_record,
     obstacles,
+    rank_averaging_module,
+    training_environment,
 )
 from mmrepro.data.global_stream import Layout
+from mmrepro.determinism.cpu import CPU_ISA_ENV
 
 
 def _record(**changes):
@@ -120,10 +123,48 @@ def test_layout_obstacle(baseline, here, sync_bn, text):
 
 
 def test_heads_that_average_over_ranks_are_named():
-    assert layout_obstacle(Layout(2, 0, 2, 1), Layout(2, 0, 1, 2), False, 'FCOS') == (
-        'FCOS averages its loss normaliser over 2 rank(s) in the baseline, 1 here: one '
+    assert layout_obstacle(Layout(2, 0, 2, 1), Layout(2, 0, 1, 2), False, 'FCOSHead') == (
+        'FCOSHead averages its loss normaliser over 2 rank(s) in the baseline, 1 here: one '
         'process normalises each micro-batch alone (float-close, not bitwise)')
-    assert layout_obstacle(Layout(2, 0, 2, 1), Layout(2, 0, 1, 2), False, 'RetinaNet') == ''
+    assert layout_obstacle(Layout(2, 0, 2, 1), Layout(2, 0, 1, 2), False, '') == ''
+
+
+@pytest.mark.parametrize('model, found', [
+    (dict(type='RetinaNet', backbone=dict(type='ResNet', depth=18),
+          bbox_head=dict(type='RetinaHead')), ''),
+    (dict(type='FasterRCNN', rpn_head=dict(type='RPNHead'),
+          roi_head=dict(type='StandardRoIHead', bbox_head=dict(type='Shared2FCBBoxHead'))), ''),
+    (dict(type='FCOS', bbox_head=dict(type='FCOSHead')), 'FCOSHead'),
+    (dict(type='GFL', bbox_head=dict(type='GFLHead')), 'GFLHead'),
+    (dict(type='DETR', bbox_head=dict(type='DETRHead')), 'DETRHead'),
+    (dict(type='DeformableDETR', bbox_head=dict(type='DeformableDETRHead')),
+     'DeformableDETRHead'),  # inherits DETRHead's loss
+    (dict(type='RTMDet', bbox_head=dict(type='RTMDetSepBNHead')), 'RTMDetSepBNHead'),
+])
+def test_heads_that_average_over_ranks_are_found_in_the_model_config(model, found):
+    assert rank_averaging_module(model) == found
+
+
+def test_the_prediction_runs_with_the_cpu_isa_variables_train_sets(monkeypatch):
+    monkeypatch.delenv('OMP_NUM_THREADS', raising=False)
+    env = training_environment(1, 'avx2')
+    assert {k: env[k] for k in CPU_ISA_ENV['avx2']} == dict(CPU_ISA_ENV['avx2'])
+    assert 'OMP_NUM_THREADS' not in env
+    assert training_environment(2)['OMP_NUM_THREADS'] == '1'  # as torchrun sets it
+
+
+def test_mmrepro_in_custom_imports_is_not_a_config_difference():
+    """tools/train.py adds it where a config enables mmrepro by its hook alone."""
+    enabled = {'custom_imports.imports': "['mmdet.models', 'mmrepro']",
+               'custom_imports.allow_failed_imports': 'False'}
+    baseline = _record(config=dict(_record()['config'], **enabled))
+    here = _record(config=dict(_record()['config'],
+                               **{'custom_imports.imports': "['mmdet.models']"}))
+    assert obstacles(baseline, here, Layout(2), pinned_seed=False) == []
+    here['config']['custom_imports.imports'] = "['mmdet.models', 'my_project']"
+    assert [o.text for o in obstacles(baseline, here, Layout(2), pinned_seed=False)] == [
+        'the config: config.custom_imports.imports: "[\'mmdet.models\']" in the baseline, '
+        '"[\'mmdet.models\', \'my_project\']" here']
 
 
 def test_an_obstacle_blocks_only_for_config_and_data():
