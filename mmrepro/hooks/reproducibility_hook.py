@@ -70,7 +70,8 @@ class ReproducibilityHook(Hook):
                 trace_interval < 0:
             raise ValueError(
                 f'ReproducibilityHook(trace_interval={trace_interval!r}): expected an int '
-                '>= 0 (0 turns the trace off, N records every N iterations).')
+                '>= 0 (0 turns the trace off; N traces optimizer steps 1, 2, 4, ... below N, '
+                'then every N-th step).')
         if not isinstance(trace_forward, bool):
             raise TypeError(f'ReproducibilityHook(trace_forward={trace_forward!r}): '
                             'expected True or False.')

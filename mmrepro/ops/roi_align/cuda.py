@@ -3,7 +3,7 @@
 - Forward: mmcv's own ``roi_align_forward`` where it supports the dtype (float16/32/64).
   It computes each output element by itself (no atomics), so it is deterministic and
   bit-identical to ``mmcv.ops.RoIAlign``. bfloat16, or an mmcv without its compiled
-  ops, falls back to mmrepro's pure-PyTorch forward (``roi_align_plan.py``).
+  ops, falls back to mmrepro's pure-PyTorch forward (``plan.py``).
 - Backward: :func:`mmrepro.ops.roi_align.kernels.roi_align_backward`, entries sorted
   by feature pixel then summed per pixel in that fixed order (Triton), accumulating in
   float32 (float64 for float64 inputs).

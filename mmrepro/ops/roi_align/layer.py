@@ -1,8 +1,8 @@
 """A deterministic drop-in for :class:`mmcv.ops.RoIAlign`.
 
 This module's docstring is the op's specification; the sampling geometry, the chunk
-plan and the pure-PyTorch forward it describes live in ``roi_align_plan.py``, which the
-CUDA path (``roi_align_cuda.py``) shares.
+plan and the pure-PyTorch forward it describes live in ``plan.py`` of this package, which
+the CUDA path (``cuda.py``) shares.
 
 mmcv's CUDA RoIAlign backward scatters every sampling point's gradient into the feature
 map with ``atomicAdd``, so the order of the floating-point additions (and hence the
@@ -13,8 +13,7 @@ same function without unordered accumulation, on two paths:
   bit-identical to ``mmcv.ops.RoIAlign``) and a backward that builds, once per call,
   the (feature pixel, output bin, weight) entries of every sampling point, sorts them
   by pixel with a stable sort, and sums each pixel's entries in that order in a Triton
-  kernel (``roi_align_cuda.py``, ``roi_align_kernels.py``). fp16/bf16 accumulate in
-  float32.
+  kernel (``cuda.py``, ``kernels.py``). fp16/bf16 accumulate in float32.
 * **Everywhere else** (CPU; ``'max'`` mode on CUDA): pure PyTorch, below.
 
 The pure-PyTorch path:

@@ -18,7 +18,7 @@ from mmrepro.rng.step_draws import seed_step, step_key
 @pytest.mark.parametrize('kwargs, error, message', [
     (dict(trace_interval=-1), ValueError,
      r'ReproducibilityHook\(trace_interval=-1\): expected an int >= 0 \(0 turns the trace '
-     r'off, N records every N iterations\)\.'),
+     r'off; N traces optimizer steps 1, 2, 4, \.\.\. below N, then every N-th step\)\.'),
     (dict(trace_interval=True), ValueError, r'ReproducibilityHook\(trace_interval=True\)'),
     (dict(trace_forward=1), TypeError,
      r'ReproducibilityHook\(trace_forward=1\): expected True or False\.'),
