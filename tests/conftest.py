@@ -108,30 +108,8 @@ def runs(tmp_path_factory, data_root) -> RunCache:
     return RunCache(session_dir(tmp_path_factory, 'runs'), data_root)
 
 
-#: The test files that take longest (minutes each on 2 cores), run first: with two
-#: workers each taking whole files (``--dist loadfile``), the last files to start are
-#: then short ones, and both workers finish at about the same time.
-LONGEST_FIRST = (
-    'unit/ops/aot/test_build.py', 'e2e/test_support_matrix.py', 'e2e/test_resume.py',
-    'e2e/test_epoch_resume.py', 'e2e/test_distributed.py', 'e2e/test_data_randomness.py',
-    'e2e/test_cuda_path_on_cpu.py', 'e2e/test_error_contract.py', 'e2e/test_layouts.py',
-    'e2e/test_check_repro.py', 'e2e/test_check_against.py', 'e2e/test_restarts.py',
-    'e2e/test_mmseg.py', 'e2e/test_repro_diff.py', 'e2e/test_install.py',
-    'e2e/test_atomic_save.py', 'e2e/test_scope.py', 'unit/cli/test_train.py')
-
-
-def _rank(item) -> int:
-    path = item.nodeid.split('::')[0]
-    for rank, name in enumerate(LONGEST_FIRST):
-        if path.endswith(name):
-            return rank
-    return len(LONGEST_FIRST)
-
-
 def pytest_collection_modifyitems(config, items):
-    """Run the longest test files first; skip the ``cuda`` tier where no GPU is visible,
-    saying why."""
-    items.sort(key=_rank)  # stable: the order within a file and among the others stays
+    """Skip the ``cuda`` tier where no GPU is visible, saying why."""
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason='needs a CUDA device (torch.cuda.is_available() is '

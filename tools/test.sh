@@ -8,7 +8,7 @@
 # selection). STACKS="current" (or "floor") runs one stack only.
 #
 # Each stack runs two pytest-xdist workers (TEST_WORKERS=N for another number, 0 for
-# none; each test file on one worker: --dist loadfile, the longest files first), and
+# none; each test file on one worker: --dist loadfile, in pytest-xdist's order), and
 # one intra-op thread per process
 # (OMP_NUM_THREADS=1 unless set): two trainings at once then share the 2 cores without
 # oversubscribing them. The datasets and the cached runs are made once per session and
@@ -19,8 +19,7 @@ cd "$root"
 stacks=${STACKS:-current floor}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 workers=()
-[ "${TEST_WORKERS:-2}" != 0 ] && workers=(-n "${TEST_WORKERS:-2}" --dist loadfile \
-  --no-loadscope-reorder)  # keep conftest's order, not "most tests first"
+[ "${TEST_WORKERS:-2}" != 0 ] && workers=(-n "${TEST_WORKERS:-2}" --dist loadfile)
 status=0
 for stack in $stacks; do
   bash tools/setup_env.sh "$stack" || exit $?
