@@ -1,8 +1,9 @@
 """The CPU's numerics: the facts that change its rounding, and a portable mode.
 
-Every CPU fact mmrepro reads is read here: the model, the kernel set PyTorch dispatches
-to, the thread counts and the environment variables that choose kernels
-(:func:`cpu_record`, for the run record).
+The facts that change the CPU's rounding are read here: the model, the kernel set
+PyTorch dispatches to, the thread counts and the environment variables that choose
+kernels (:func:`cpu_record`, the run record's ``numerics.cpu``). The run record's
+``devices`` section reads the host's name and core count itself.
 
 A portable CPU mode pins the instruction set PyTorch's CPU kernels use.
 
