@@ -37,7 +37,7 @@ from .predicted import (
     rank_averaging_module,
 )
 from .run_data import RunData, load_run
-from .runs import DEFAULT_ITERS, IN_PROCESS_LOCK, PROG, Run, load_config, train
+from .runs import DEFAULT_ITERS, IN_PROCESS_LOCK, PROG, Run, check_launch, load_config, train
 
 
 @dataclass
@@ -80,10 +80,7 @@ class AgainstOptions:
         if self.resume_from is not None and not osp.isfile(self.resume_from):
             raise ValueError(f'--from {self.resume_from!r}: no such checkpoint file; give one '
                              "of the baseline's checkpoints (iter_N.pth or epoch_N.pth)")
-        if self.nproc < 0:
-            raise ValueError(f'--nproc must be >= 1, got {self.nproc}')
-        if self.work_dir is not None and osp.isfile(self.work_dir):
-            raise ValueError(f'--work-dir {self.work_dir!r} is a file')
+        check_launch(self.nproc, self.work_dir)
 
 
 @dataclass

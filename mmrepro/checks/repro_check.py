@@ -22,7 +22,16 @@ from ..record.run_record import diff_records, load_run_record
 from ..trace import TRACE_NAME, compare_traces, describe_diff, read_trace
 from . import runs
 from .nondeterminism import report_nondeterminism
-from .runs import DEFAULT_ITERS, PROG, Run, deterministic, load_config, seed_of, train
+from .runs import (
+    DEFAULT_ITERS,
+    PROG,
+    Run,
+    check_launch,
+    deterministic,
+    load_config,
+    seed_of,
+    train,
+)
 
 
 @dataclass
@@ -60,10 +69,7 @@ class CheckOptions:
                              f'--iters >= 2, got {self.iters}')
         if self.workers_check is not None and self.workers_check < 0:
             raise ValueError(f'--workers-check must be >= 0, got {self.workers_check}')
-        if self.nproc < 0:
-            raise ValueError(f'--nproc must be >= 1, got {self.nproc}')
-        if self.work_dir is not None and osp.isfile(self.work_dir):
-            raise ValueError(f'--work-dir {self.work_dir!r} is a file')
+        check_launch(self.nproc, self.work_dir)
 
 
 @dataclass

@@ -33,6 +33,18 @@ PROG = 'check_repro'
 #: ``--against``, the baseline's dense early trace points 1, 2, 4 and 8.
 DEFAULT_ITERS = 8
 
+def check_launch(nproc: int, work_dir: Optional[str]) -> None:
+    """Validate the options every check shares.
+
+    Raises:
+        ValueError: ``nproc`` is negative or ``work_dir`` names a file.
+    """
+    if nproc < 0:
+        raise ValueError(f'--nproc must be >= 1, got {nproc}')
+    if work_dir is not None and osp.isfile(work_dir):
+        raise ValueError(f'--work-dir {work_dir!r} is a file')
+
+
 #: A check run's config: the user's, without validation, traced, stopped, seeded.
 CHILD_CONFIG = """\
 # Written by mmrepro's {tool}: {config}
