@@ -246,17 +246,18 @@ def rank_averaging_module(model: Any) -> str:
         from mmdet.registry import MODELS
     except ImportError:
         return ''
+    read = set()  # modules already read (and found without it)
     stack = [model]
     while stack:
         node = stack.pop(0)
         if isinstance(node, dict):
             kind = node.get('type')
             cls = MODELS.get(kind) if isinstance(kind, str) else None
-            for base in getattr(cls, '__mro__', ()):
-                module = sys.modules.get(base.__module__)
+            for name in {base.__module__ for base in getattr(cls, '__mro__', ())} - read:
+                read.add(name)
                 try:
-                    code = inspect.getsource(module) if module is not None else ''
-                except (OSError, TypeError):
+                    code = inspect.getsource(sys.modules[name])
+                except (KeyError, OSError, TypeError):
                     code = ''
                 if 'reduce_mean(' in code:
                     return kind

@@ -16,17 +16,12 @@ import subprocess
 import sys
 from typing import Any, Dict, Mapping, Optional
 
-#: The record's sections the probe reads.
-SECTIONS = ('versions', 'devices', 'env', 'torch_flags', 'numerics', 'code')
-
 
 def facts() -> Dict[str, Any]:
-    """This process's facts (call it in a fresh interpreter: :func:`probe`)."""
-    from ..record.numerics import numerics_record
-    from ..record.run_record import RELEVANT_ENV, code_fingerprint, devices, torch_flags, versions
-    return dict(versions=versions(), devices=devices(),
-                env={k: os.environ.get(k) for k in RELEVANT_ENV}, torch_flags=torch_flags(),
-                numerics=numerics_record(None), code=code_fingerprint())
+    """This process's facts (call it in a fresh interpreter: :func:`probe`):
+    :func:`~mmrepro.record.run_record.environment_facts`."""
+    from ..record.run_record import environment_facts
+    return environment_facts()
 
 
 def probe(env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:

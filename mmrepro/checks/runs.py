@@ -33,6 +33,7 @@ PROG = 'check_repro'
 #: ``--against``, the baseline's dense early trace points 1, 2, 4 and 8.
 DEFAULT_ITERS = 8
 
+
 def check_launch(nproc: int, work_dir: Optional[str]) -> None:
     """Validate the options every check shares.
 

@@ -188,6 +188,18 @@ def flatten_config(cfg: Any, prefix: str = '') -> Dict[str, str]:
     return out
 
 
+def environment_facts(optim_wrapper: Any = None) -> Dict[str, Any]:
+    """The record's sections that describe this process's machine and software:
+    ``versions``, ``devices``, ``env``, ``torch_flags``, ``numerics`` and ``code``.
+
+    Args:
+        optim_wrapper: The run's optimizer wrapper or its config (for ``numerics.amp``).
+    """
+    return dict(versions=versions(), devices=devices(),
+                env={k: os.environ.get(k) for k in RELEVANT_ENV}, torch_flags=torch_flags(),
+                numerics=numerics_record(optim_wrapper), code=code_fingerprint())
+
+
 def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, Any]:
     """The record of ``runner``'s run (settings from ``Runner.set_randomness``).
 
@@ -203,17 +215,16 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, An
     backend = (torch.distributed.get_backend()
                if torch.distributed.is_available() and torch.distributed.is_initialized()
                else None)
+    facts = environment_facts(getattr(runner, 'optim_wrapper', None))
+    code = facts.pop('code')  # after the config, as records have always listed it
     record = dict(
         record_version=RECORD_VERSION, timestamp=getattr(runner, 'timestamp', None),
         work_dir=getattr(runner, 'work_dir', None),
         seed=settings.get('seed'), randomness=settings, world_size=get_world_size(),
-        backend=backend, launcher=runner.launcher, versions=versions(), devices=devices(),
-        env={k: os.environ.get(k) for k in RELEVANT_ENV},
-        torch_flags=torch_flags(),
-        numerics=numerics_record(getattr(runner, 'optim_wrapper', None)),
+        backend=backend, launcher=runner.launcher, **facts,
         config_sha256=config_hash(runner.cfg.pretty_text),
         config=flatten_config(runner.cfg),
-        code=code_fingerprint(),
+        code=code,
         argv=sys.argv,
         layout=layout_record(state),
         ddp=dict(state.ddp) if state is not None else {},
