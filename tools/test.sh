@@ -11,7 +11,7 @@
 # none; each test file on one worker: --dist loadfile, in pytest-xdist's order), and
 # one intra-op thread per process
 # (OMP_NUM_THREADS=1 unless set): two trainings at once then share the 2 cores without
-# oversubscribing them. The datasets and the cached runs are made once per session and
+# oversubscribing them. The datasets and the cached runs are made once per test run and
 # shared by the workers (tests/conftest.py).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
