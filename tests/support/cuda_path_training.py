@@ -7,10 +7,11 @@ Used by ``tests/e2e/test_cuda_path_on_cpu.py``, in its own process for the CUDA 
 
 which writes ``OUT_DIR/FAMILY.pt`` per family (:func:`summary` of :func:`train`). Interpreted Triton
 kernels cost about a millisecond per loop step of a program, so the models are the zoo
-configs with one image per batch at 64x48 pixels, 16 sampled RoIs per stage, one sampling
-point per level and 10 denoising queries (DINO); DCN Faster R-CNN keeps deformable
-convolutions in its last stage only, at 96x96 pixels (mmcv needs that stage's map to be
-at least 3x3). The code path is unchanged.
+configs with one image per batch at 64x48 pixels (48x32 for the two DETRs), 16
+proposals and 8 sampled RoIs per stage, one sampling point per level and 10 denoising
+queries (DINO); DCN Faster R-CNN keeps deformable convolutions in its last stage only,
+at 96x96 pixels (mmcv needs that stage's map to be at least 3x3). The code path is
+unchanged.
 """
 from __future__ import annotations
 
@@ -28,8 +29,10 @@ import torch
 SMALL = {'train_dataloader.batch_size': 1, 'train_dataloader.num_workers': 0,
          'train_dataloader.persistent_workers': False}
 RESIZE = {'train_dataloader.dataset.pipeline.2.scale': (64, 48)}
-RCNN = {**SMALL, **RESIZE, 'model.train_cfg.rpn_proposal.max_per_img': 32,
-        'model.train_cfg.rcnn.sampler.num': 16}
+#: The DETRs' images (R-CNN anchors need 64x48 to fit; Mask2Former pads to 64x64).
+RESIZE_DETR = {'train_dataloader.dataset.pipeline.2.scale': (48, 32)}
+PROPOSALS = {'model.train_cfg.rpn_proposal.max_per_img': 16}
+RCNN = {**SMALL, **RESIZE, **PROPOSALS, 'model.train_cfg.rcnn.sampler.num': 8}
 ONE_POINT = {'model.encoder.layer_cfg.self_attn_cfg.num_points': 1,
              'model.decoder.layer_cfg.cross_attn_cfg.num_points': 1}
 BILINEAR = ('bilinear_kernels.forward_kernel', 'bilinear_kernels.entries_kernel',
@@ -41,14 +44,14 @@ POOL = 'adaptive_pool.adaptive_avg_pool2d'
 FAMILIES = {
     'faster-rcnn': (RCNN, ROI_ALIGN),
     'mask-rcnn': (RCNN, ROI_ALIGN),
-    'cascade-rcnn': ({**SMALL, **RESIZE, 'model.train_cfg.rpn_proposal.max_per_img': 32,
-                      **{f'model.train_cfg.rcnn.{i}.sampler.num': 16 for i in range(3)}},
+    'cascade-rcnn': ({**SMALL, **RESIZE, **PROPOSALS,
+                      **{f'model.train_cfg.rcnn.{i}.sampler.num': 8 for i in range(3)}},
                      ROI_ALIGN),
     'dcn-faster-rcnn': ({**RCNN, 'train_dataloader.dataset.pipeline.2.scale': (96, 96),
                          'model.backbone.stage_with_dcn': (False, False, False, True)},
                         BILINEAR + ROI_ALIGN[:1]),
-    'deformable-detr': ({**SMALL, **RESIZE, **ONE_POINT}, BILINEAR),
-    'dino': ({**SMALL, **RESIZE, **ONE_POINT, 'model.dn_cfg.group_cfg.num_dn_queries': 10},
+    'deformable-detr': ({**SMALL, **RESIZE_DETR, **ONE_POINT}, BILINEAR),
+    'dino': ({**SMALL, **RESIZE_DETR, **ONE_POINT, 'model.dn_cfg.group_cfg.num_dn_queries': 10},
              BILINEAR),
     'mask2former': ({**SMALL, **RESIZE,
                      'model.data_preprocessor.batch_augments.0.size': (64, 64),
