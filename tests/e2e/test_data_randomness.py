@@ -6,9 +6,13 @@ from support.repro_utils import ITER_LOOP, losses, run_log, train_log
 
 pytestmark = pytest.mark.slow
 
-# (tag, num_workers, persistent_workers); ('base' is num_workers=2, persistent).
-LOADERS = [pytest.param('nw0', 0, False, marks=pytest.mark.floor), ('nw1', 1, False),
-           ('nw4', 4, True), ('nw2-nonpersist', 2, False)]
+# (model, tag, num_workers, persistent_workers); ('base' is num_workers=2, persistent).
+# Every loader on RetinaNet; Faster R-CNN (whose RoI sampling draws in the main process)
+# at both ends: no workers, and 4 persistent ones.
+LOADERS = [pytest.param(model, 'nw0', 0, False, marks=pytest.mark.floor)
+           for model in ('retinanet', 'faster_rcnn')] + [
+    ('retinanet', 'nw1', 1, False), ('retinanet', 'nw4', 4, True),
+    ('retinanet', 'nw2-nonpersist', 2, False), ('faster_rcnn', 'nw4', 4, True)]
 
 MOSAIC = """
 train_dataloader = dict(
@@ -32,8 +36,7 @@ train_dataloader = dict(
 """
 
 
-@pytest.mark.parametrize('model', ['retinanet', 'faster_rcnn'])
-@pytest.mark.parametrize('tag, num_workers, persistent', LOADERS)
+@pytest.mark.parametrize('model, tag, num_workers, persistent', LOADERS)
 def test_same_weights_with_any_num_workers(runs, model, tag, num_workers, persistent):
     other = runs.get(model, tag, num_workers=num_workers, persistent=persistent)
     assert runs.digest(model, 'base') == runs.digest(model, tag)
