@@ -51,8 +51,8 @@ def test_hash_seed_reexec_fixes_hashing_in_the_process(tmp_path):
     script = tmp_path / 'probe.py'
     script.write_text(
         'import sys\n'
-        'from mmrepro.cli.train import reexec_with_hash_seed\n'
         'if sys.argv[1] == "fix":\n'
+        '    from mmrepro.cli.train import reexec_with_hash_seed\n'
         '    reexec_with_hash_seed(5, sys.argv)\n'
         'print(hash("mmrepro"))\n')
     # mmrepro from this checkout, whether or not it is pip-installed.
