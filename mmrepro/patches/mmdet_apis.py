@@ -25,23 +25,36 @@ def _add_names(apis: ModuleType) -> None:
 class _AddNamesOnImport(importlib.abc.MetaPathFinder):
     """Finds ``mmdet.apis`` with the other finders; its module gets the names once run.
 
-    It stays in ``sys.meta_path`` only until ``mmdet.apis`` is first found.
+    It stays in ``sys.meta_path`` (removing it while another thread walks the list
+    could make that walk skip a finder) and answers nothing once the names are added.
+    Finders are called under the global import lock.
     """
+
+    def __init__(self) -> None:
+        self.done = False
+        self._searching = False
 
     def find_spec(self, fullname: str, path: Optional[Sequence[str]],
                   target: Optional[ModuleType] = None) -> Any:
-        if fullname != MODULE:
+        if fullname != MODULE or self.done or self._searching:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
+        self._searching = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._searching = False
+        loader = getattr(spec, 'loader', None)
+        if loader is None or not hasattr(loader, 'exec_module'):
             return spec
-        run = spec.loader.exec_module  # this module's own loader instance
 
         def exec_module(module: ModuleType) -> None:
-            run(module)
+            try:
+                type(loader).exec_module(loader, module)
+            finally:  # a loader may serve other modules (a zip): wrap this one only
+                del loader.exec_module
             _add_names(module)
-        spec.loader.exec_module = exec_module
+            self.done = True
+        loader.exec_module = exec_module
         return spec
 
 
