@@ -25,7 +25,7 @@ import sys
 
 import pytest
 from support import repro_utils
-from support.repro_utils import REPO, state_digest, write_config
+from support.repro_utils import REPO, env_home, state_digest, write_config
 
 #: Packages whose installed versions a user's environment must keep.
 KEPT = ('torch', 'mmcv', 'mmdet', 'mmengine', 'numpy')
@@ -250,9 +250,7 @@ OLD_STACK = tuple(os.environ.get('MMREPRO_OLD_STACK', 'mmengine==0.9.1 mmdet==3.
 
 def _old_wheels() -> list:
     """The wheels of :data:`OLD_STACK`, downloaded from PyPI once into the cache."""
-    home = os.environ.get('MMREPRO_ENV_HOME') or osp.join(
-        os.environ.get('XDG_CACHE_HOME') or osp.expanduser('~/.cache'), 'mmrepro')
-    cache = osp.join(home, 'wheels', 'pypi')
+    cache = osp.join(env_home(), 'wheels', 'pypi')
     wheels = []
     for pin in OLD_STACK:
         prefix = pin.replace('==', '-') + '-'

@@ -64,6 +64,13 @@ ITER_LOOP = (iter_loop('InfiniteSampler', max_iters=24, milestone=16, interval=8
              + "custom_hooks = [dict(type='ReproducibilityHook')]\n")
 
 
+def env_home() -> str:
+    """Where ``tools/setup_env.sh`` keeps the test environments and its caches:
+    ``$MMREPRO_ENV_HOME``, else ``${XDG_CACHE_HOME:-~/.cache}/mmrepro``."""
+    return os.environ.get('MMREPRO_ENV_HOME') or osp.join(
+        os.environ.get('XDG_CACHE_HOME') or osp.expanduser('~/.cache'), 'mmrepro')
+
+
 def pythonpath(*first: str) -> str:
     """``first`` then the current ``PYTHONPATH`` (which may hold the stack's packages,
     e.g. on a GPU machine set up that way), for a subprocess's environment."""

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from support.repro_utils import REPO, pythonpath, skip_unless_triton_kernels_run
+from support.repro_utils import REPO, env_home, pythonpath, skip_unless_triton_kernels_run
 
 from mmrepro.ops.aot.build import TARGETS
 from mmrepro.ops.aot.capture import load_variants, uncovered
@@ -44,13 +44,11 @@ def _build_cache() -> str:
                                  recursive=True)):
         with open(path, 'rb') as f:
             digest.update(path[len(REPO):].encode() + f.read())
-    home = os.environ.get('MMREPRO_ENV_HOME') or osp.join(
-        os.environ.get('XDG_CACHE_HOME') or osp.expanduser('~/.cache'), 'mmrepro')
-    parent = osp.join(home, 'triton-aot')
+    parent, name = osp.join(env_home(), 'triton-aot'), digest.hexdigest()[:16]
     for old in glob.glob(osp.join(parent, '*')):
-        if osp.basename(old) != digest.hexdigest()[:16]:
+        if osp.basename(old) != name:
             shutil.rmtree(old, ignore_errors=True)
-    return osp.join(parent, digest.hexdigest()[:16])
+    return osp.join(parent, name)
 
 
 def _env(interpret: bool, cache: str) -> dict:
