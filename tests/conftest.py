@@ -23,6 +23,9 @@ import torch
 # when a kernel is first defined (mmrepro defines them on first use), so set it here.
 if not torch.cuda.is_available():
     os.environ.setdefault('TRITON_INTERPRET', '1')
+# albumentations asks PyPI for a newer release at every import (every training process
+# with Albu); the tests stay off the network.
+os.environ.setdefault('NO_ALBUMENTATIONS_UPDATE', '1')
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))  # the support package
 from support.repro_utils import checkpoint, prune_checkpoints, run_train, state_digest, write_config
 

@@ -63,7 +63,10 @@ setup_stack() {
     "${pip[@]}" install -c "$pins" "$wheels"/mmcv-*.whl
   fi
 
-  "$vpy" -c "import pkg_resources" 2>/dev/null && "${pip[@]}" check >/dev/null 2>&1 || \
+  # (albumentations' opencv-python-headless is left out on purpose: see step 3.)
+  local broken
+  broken=$("${pip[@]}" check 2>&1 | grep -v -e opencv-python-headless -e '^No broken' || true)
+  "$vpy" -c "import pkg_resources" 2>/dev/null && [ -z "$broken" ] || \
     "${pip[@]}" install -c "$pins" "$(pin setuptools)" wheel
 
   # 3. mmdet, test tools; the current stack also tests MMSegmentation.
@@ -77,6 +80,15 @@ setup_stack() {
   fi
   "$vpy" -c "import pytest, xdist" 2>/dev/null || "${pip[@]}" install -c "$pins" pytest \
     "$(pin pytest-xdist)"
+  # albumentations, as MMDetection's Albu transform uses it: 2.x on the current stack, a
+  # 1.x on the floor. Without its opencv-python-headless (mmcv's opencv-python gives the
+  # same cv2; both in one environment overwrite each other's files), so its other
+  # dependencies are named here.
+  local albu_deps=(pydantic stringzilla simsimd)
+  [ "$stack" = floor ] && albu_deps=(pydantic eval-type-backport "$(pin scikit-image)")
+  have albumentations "$(want albumentations)" || { echo "[setup:$stack] installing" \
+    "$(pin albumentations)"; "${pip[@]}" install --no-deps "$(pin albumentations)" \
+    "$(pin albucore)" && "${pip[@]}" install -c "$pins" "${albu_deps[@]}"; }
   # Triton: the CUDA kernels' tests run on CPU through its interpreter (the CPU wheel
   # of torch does not pull it in; the floor's torch pins its own).
   have triton "$(want triton)" || { echo "[setup:$stack] installing $(pin triton)"; \
@@ -89,7 +101,24 @@ setup_stack() {
     echo "[setup:$stack] removing the installed mmrepro (the checkout is used)"
     "${pip[@]}" uninstall -y mmrepro
   fi
+  write_console_scripts "$env"
   echo "[setup:$stack] ready: $link -> $env"
+}
+
+# README's console scripts (setup.cfg's), running this checkout's mmrepro through
+# PYTHONPATH: the environment gets no mmrepro distribution (see step 4), and a checkout
+# that runs this script takes the scripts over.
+write_console_scripts() {
+  local env=$1 name target
+  while read -r name target; do
+    cat > "$env/bin/$name" <<SCRIPT
+#!/bin/sh
+# $name for the mmrepro checkout $root (written by its tools/setup_env.sh).
+PYTHONPATH="$root\${PYTHONPATH:+:\$PYTHONPATH}" exec "$env/bin/python" -c \\
+  'import sys; sys.argv[0] = "$name"; from ${target%%:*} import ${target##*:}; sys.exit(${target##*:}())' "\$@"
+SCRIPT
+    chmod +x "$env/bin/$name"
+  done < <(sed -n '/^console_scripts =/,/^$/p' "$root/setup.cfg" | sed -n 's/^ *\(mmrepro-[a-z-]*\) = \(.*\)$/\1 \2/p')
 }
 
 for stack in "${stacks[@]}"; do setup_stack "$stack"; done

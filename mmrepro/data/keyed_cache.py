@@ -26,7 +26,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterator, List, Optional, Tuple
 
-from ..rng.host_state import get_host_states, seed_host_rngs, set_host_states
 from ..rng.keys import key_position, with_position
 from .seeded_index import SeededIndex
 from .wrappers import wrapped_datasets
@@ -37,10 +36,12 @@ KEYED_TRANSFORMS = ('CachedMosaic', 'CachedMixUp')
 
 @dataclass
 class _Frame:
-    """A sample being fetched: the dataset read, its index, and where to stop."""
+    """A sample being fetched: the dataset read, its index, its generators
+    (:class:`~mmrepro.data.pipeline_rngs.PipelineRNGs`), and where to stop."""
 
     dataset: Any
     index: SeededIndex
+    rngs: Any
     stop_at: Optional[Any] = None  # the KeyedCache whose partner this sample is
     reached: set = field(default_factory=set)  # ids of the KeyedCaches it reached
 
@@ -58,9 +59,10 @@ class _Reached(Exception):
 
 
 @contextlib.contextmanager
-def fetching(dataset: Any, index: SeededIndex) -> Iterator[None]:
-    """Context: ``index`` of ``dataset`` is being fetched (by the loader's fetch)."""
-    _FRAMES.append(_Frame(dataset, index))
+def fetching(dataset: Any, index: SeededIndex, rngs: Any) -> Iterator[None]:
+    """Context: ``index`` of ``dataset`` is being fetched (by the loader's fetch), its
+    generators ``rngs`` seeded from its key."""
+    _FRAMES.append(_Frame(dataset, index, rngs))
     try:
         yield
     finally:
@@ -144,17 +146,18 @@ class KeyedCache:
         """The sample at ``position`` as it reached this transform, from its key."""
         frame, current = self.frame, self.current
         history = tuple(h for h in frame.index.history if h[0] < position)
-        partner = _Frame(frame.dataset, SeededIndex(index, key, history), stop_at=self)
-        saved = get_host_states()
+        partner = _Frame(frame.dataset, SeededIndex(index, key, history), frame.rngs,
+                         stop_at=self)
+        saved = frame.rngs.get_states()
         _FRAMES.append(partner)
         try:
-            seed_host_rngs(key)
+            frame.rngs.seed(key)
             frame.dataset[index]
         except _Reached as reached:
             return reached.results
         finally:
             _FRAMES.pop()
-            set_host_states(saved)
+            frame.rngs.set_states(saved)
             self.frame, self.current = frame, current
         # Its pipeline never reached this transform (another pipeline in a
         # concatenated dataset): the sample itself stands in.

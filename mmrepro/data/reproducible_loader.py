@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from typing import Any
+from typing import Any, List
 
 import torch
 from mmengine.logging import print_log
@@ -13,7 +13,8 @@ from torch.utils.data import DataLoader
 from ..rng.keys import LOADER, derive_seed
 from ..rng.worker_init import worker_init_fn
 from .keyed_cache import KEYED_TRANSFORMS, install_keyed_caches, pipeline_transforms
-from .sample_fetch import install_sample_seeding
+from .pipeline_rngs import KEYED_LIBRARIES, OwnedGenerator
+from .sample_fetch import install_sample_seeding, owned_generators
 from .seeded_batch_sampler import SeededBatchSampler
 
 #: DataLoader arguments that are replaced (not copied) when the loader is rebuilt.
@@ -23,7 +24,8 @@ _REPLACED = {'self', 'dataset', 'batch_size', 'shuffle', 'sampler', 'batch_sampl
 def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: int = 1,
                       diff_rank_seed: bool = False, sample_seeding: bool = True,
                       keyed_cache: bool = True, logger: Any = 'current',
-                      global_batches: Any = None, layout: Any = None) -> DataLoader:
+                      global_batches: Any = None, layout: Any = None,
+                      strict: bool = False) -> DataLoader:
     """Rebuild ``loader`` so its randomness depends on the run's seed only.
 
     - It gets its own ``torch.Generator`` seeded from ``seed``: creating an
@@ -40,6 +42,9 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
     - With ``keyed_cache`` too, ``CachedMosaic``/``CachedMixUp`` draw their partners
       from the stream by key (:mod:`~mmrepro.data.keyed_cache`): the same with any
       ``num_workers`` and after resume.
+    - The generators the pipeline's transforms own are keyed from the same key where
+      mmrepro can (albumentations'), and named in the log where it cannot
+      (:mod:`~mmrepro.data.pipeline_rngs`).
 
     Args:
         loader: A DataLoader as built by ``Runner.build_dataloader``.
@@ -54,15 +59,21 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
         global_batches: The global stream's batch sampler. Defaults to None.
         layout: This process's :class:`~mmrepro.data.global_stream.Layout`, with
             ``global_batches``.
+        strict: Refuse a pipeline that owns a generator mmrepro cannot key.
+            Defaults to False.
 
     Returns:
         DataLoader: A new loader over the same dataset, sampler and batch sampler.
+
+    Raises:
+        ValueError: With ``strict``, if the pipeline owns a generator mmrepro cannot key.
     """
     if loader.batch_sampler is None:  # batch_size=None: nothing mmrepro can key
         return loader
     batch_sampler = loader.batch_sampler
     if sample_seeding:
         if install_sample_seeding(loader.dataset):
+            report_generators(owned_generators(loader.dataset), strict, logger)
             history = _cached_transforms(loader.dataset, keyed_cache, logger)
             batch_sampler = SeededBatchSampler(batch_sampler, seed, rank, world_size,
                                                diff_rank_seed, logger=logger, history=history,
@@ -116,3 +127,37 @@ def _cached_transforms(dataset: Any, keyed: bool, logger: Any) -> int:
             'num_workers and after resume (randomness.keyed_cache=False: per-worker '
             'caches).', logger=logger, level=logging.INFO)
     return history
+
+
+def report_generators(found: List[OwnedGenerator], strict: bool, logger: Any) -> None:
+    """Log the generators the pipeline owns: those keyed, then those that are not.
+
+    Raises:
+        ValueError: With ``strict``, if any is not keyed.
+    """
+    keyed = [g for g in found if g.keyed]
+    if keyed:
+        where = ', '.join(dict.fromkeys(g.path.split('.')[0] for g in keyed))
+        print_log(
+            f'mmrepro: keys the {len(keyed)} generator(s) that {"/".join(KEYED_LIBRARIES)} '
+            f'owns in the pipeline (in {where}) from each sample\'s key: its draws are the '
+            'same on a rerun, with any num_workers, after resume and on every layout.',
+            logger=logger, level=logging.INFO)
+    other = [g for g in found if not g.keyed]
+    if not other:
+        return
+    names = ', '.join(g.owner + f' ({g.kind}' + (f' at {g.path})' if g.path != g.owner else ')')
+                      for g in other)
+    breaks = ('their draws change on every rerun (unless the transform seeds them), with '
+              'num_workers and after a resume')
+    fix = ("draw from np.random, random or torch's default generator instead, which "
+           'mmrepro seeds for every sample')
+    if strict:
+        raise ValueError(
+            f'randomness.strict=True, but the pipeline owns generator(s) mmrepro does not '
+            f'key: {names}; {breaks}. Fix: {fix}, or set randomness.strict=False to train '
+            'with a warning.')
+    print_log(
+        f'mmrepro: the pipeline owns generator(s) mmrepro does not key: {names}; {breaks}. '
+        f'Fix: {fix} (randomness.strict=True refuses to train with them).',
+        logger=logger, level=logging.WARNING)

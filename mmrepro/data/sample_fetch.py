@@ -1,12 +1,13 @@
 """Per-sample seeding at fetch time: the hook torch's DataLoader fetcher calls."""
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
 import torch.utils.data
 
-from ..rng.host_state import get_host_states, seed_host_rngs, set_host_states
+from ..rng.host_state import get_host_states, set_host_states
 from .keyed_cache import fetching
+from .pipeline_rngs import OwnedGenerator, PipelineRNGs
 from .seeded_index import SeededIndex
 
 
@@ -16,7 +17,8 @@ class SampleSeedingFetch:
     Installed as the dataset *instance* attribute ``__getitems__``, which torch's
     map-style fetcher calls with the batch's indices in whatever process runs the
     pipeline (a worker, or the main process when ``num_workers=0``). The dataset's
-    class, attributes and ``__getitem__`` are untouched.
+    class, attributes and ``__getitem__`` are untouched. The generators the pipeline's
+    transforms own are keyed too where mmrepro can (:mod:`~mmrepro.data.pipeline_rngs`).
 
     In the main process the RNG states are restored after a batch that was seeded, so
     the model's own draws (RPN/RCNN proposal sampling, dropout) are the same whatever
@@ -30,6 +32,7 @@ class SampleSeedingFetch:
 
     def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
+        self.rngs = PipelineRNGs(dataset)
 
     def __call__(self, indices: Sequence[int]) -> List[Any]:
         # Only a batch that reseeds (any index with a key) disturbs the process's
@@ -38,12 +41,14 @@ class SampleSeedingFetch:
         seeded = any(isinstance(index, SeededIndex) for index in indices)
         in_worker = torch.utils.data.get_worker_info() is not None
         saved = get_host_states() if seeded and not in_worker else None
+        if seeded:
+            self.rngs.refresh()
         try:
             out = []
             for index in indices:
                 if isinstance(index, SeededIndex):
-                    seed_host_rngs(index.key)
-                    with fetching(self.dataset, index):
+                    self.rngs.seed(index.key)
+                    with fetching(self.dataset, index, self.rngs):
                         out.append(self.dataset[int(index)])
                 else:
                     out.append(self.dataset[index])
@@ -68,3 +73,13 @@ def install_sample_seeding(dataset: Any) -> bool:
     dataset.__getitems__ = SampleSeedingFetch(dataset)
     return True
 
+
+
+def owned_generators(dataset: Any) -> List[OwnedGenerator]:
+    """The generators the pipeline of a dataset with :class:`SampleSeedingFetch` owns
+    (:func:`~mmrepro.data.pipeline_rngs.find_generators`); none without it."""
+    fetch: Optional[SampleSeedingFetch] = getattr(dataset, '__dict__', {}).get('__getitems__')
+    if not isinstance(fetch, SampleSeedingFetch):
+        return []
+    fetch.rngs.refresh()
+    return list(fetch.rngs.found)

@@ -16,6 +16,7 @@ from ..data.global_stream import (
     check_global_batch,
 )
 from ..data.reproducible_loader import make_reproducible
+from ..data.sample_fetch import owned_generators
 from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..resume.section import plan_resume
 from ..rng.seeding import get_rank, get_world_size
@@ -58,8 +59,10 @@ def build_dataloader(runner: Optional[Runner], dataloader: Any, seed: Optional[i
                                diff_rank_seed=settings['diff_rank_seed'],
                                sample_seeding=settings['sample_seeding'],
                                keyed_cache=settings['keyed_cache'], logger=logger,
-                               global_batches=global_batches, layout=state.layout)
+                               global_batches=global_batches, layout=state.layout,
+                               strict=settings['strict'])
     if train:
+        state.pipeline_generators = [g.as_dict() for g in owned_generators(loader.dataset)]
         sampler = loader.batch_sampler
         state.global_stream = isinstance(sampler, SeededBatchSampler) and \
             sampler.layout is not None

@@ -2,7 +2,8 @@
 
 :func:`collect_run_record` gathers, at the start of training: the seed and
 ``randomness`` settings, world size and distributed backend, versions (python, torch,
-CUDA, cuDNN, numpy and every installed OpenMMLab ``mm*`` package), device names, PyTorch's
+CUDA, cuDNN, numpy, every installed OpenMMLab ``mm*`` package and albumentations), device
+names, the generators the train pipeline owns (keyed or not), PyTorch's
 numerics flags, the hardware and libraries that change rounding
 (:mod:`mmrepro.record.numerics`: CPU model and kernel set, GPU capability and SMs, driver,
 MKL, oneDNN, NCCL, AMP dtype), the environment variables that change results, a hash of the
@@ -43,6 +44,9 @@ RELEVANT_ENV = ('CUBLAS_WORKSPACE_CONFIG', 'PYTHONHASHSEED', 'CUDA_VISIBLE_DEVIC
 #: Packages named in every record; every installed OpenMMLab (``mm*``) distribution
 #: is added (mmsegmentation, mmpretrain...).
 PACKAGES = ('torch', 'numpy', 'mmengine', 'mmcv', 'mmrepro')
+#: Augmentation libraries named in a record where installed (their draws are keyed or
+#: named by :mod:`mmrepro.data.pipeline_rngs`; their version changes what they draw).
+AUGMENTATION_PACKAGES = ('albumentations',)
 RECORD_NAME = 'run_record.json'
 #: Version of the record's layout (``record_version``).
 RECORD_VERSION = 1
@@ -61,7 +65,8 @@ _ADDRESS = re.compile(r' at 0x[0-9a-fA-F]+')
 
 
 def versions() -> Dict[str, Optional[str]]:
-    """Versions of python, torch, numpy, every installed ``mm*`` package, CUDA and cuDNN.
+    """Versions of python, torch, numpy, every installed ``mm*`` package, albumentations
+    where installed, CUDA and cuDNN.
 
     mmrepro used from a checkout (not pip-installed) reports its own ``__version__``.
     """
@@ -71,6 +76,11 @@ def versions() -> Dict[str, Optional[str]]:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             out[name] = None
+    for name in AUGMENTATION_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
     for dist in metadata.distributions():
         name = (dist.metadata['Name'] or '').lower().replace('_', '-')
         if name.startswith('mm') and name not in out:
@@ -230,6 +240,8 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, An
         ddp=dict(state.ddp) if state is not None else {},
         audit=[dict(entry) for entry in state.audit] if state is not None else [],
     )
+    if state is not None and state.pipeline_generators:  # older records have no such key
+        record['pipeline_generators'] = list(state.pipeline_generators)
     try:
         record['data'] = data_fingerprint(runner.train_dataloader.dataset, fingerprint)
     except Exception as err:  # a Runner without train data

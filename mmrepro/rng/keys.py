@@ -14,7 +14,7 @@ from typing import Tuple
 import numpy as np
 
 #: Domain tags keep seeds drawn for different purposes apart.
-SAMPLE, WORKER, LOADER, SAMPLER, MODEL = 1, 2, 3, 4, 5
+SAMPLE, WORKER, LOADER, SAMPLER, MODEL, OWNED = 1, 2, 3, 4, 5, 6
 
 
 def derive_bytes(*key: int, size: int = 16) -> bytes:

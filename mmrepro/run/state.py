@@ -11,7 +11,8 @@ reads what it records from there. Its fields are filled in the order a Runner se
    (:mod:`mmrepro.patches.runner_randomness`); a Runner whose config does not enable
    mmrepro never gets settings, and every patch then leaves it to MMEngine;
 3. ``audit`` when the model is built, ``ddp`` when it is wrapped;
-4. ``layout`` and ``global_stream`` when the train loader is built
+4. ``layout``, ``global_stream`` and ``pipeline_generators`` when the train loader is
+   built
    (:mod:`mmrepro.patches.runner_dataloader`): computed there once, read by the step
    clock, the trace, the step draws, the resume plan and the run record.
 """
@@ -57,6 +58,8 @@ class RunState:
         layout: The train loader's layout (global batch, accumulation, this rank's
             place); None before the train loader is built.
         global_stream: Whether the train loader draws from the global stream.
+        pipeline_generators: The generators the train pipeline owns
+            (:class:`mmrepro.data.pipeline_rngs.OwnedGenerator` entries as dicts).
         audit: The op audit of the model (deterministic mode only).
         ddp: The settings ``DistributedDataParallel`` was built with.
         step_clock: Micro-batches per optimizer step while schedulers count steps (1:
@@ -71,6 +74,7 @@ class RunState:
     resume: Optional[ResumeSource] = None
     layout: Optional[Layout] = None
     global_stream: bool = False
+    pipeline_generators: List[Dict[str, Any]] = field(default_factory=list)
     audit: List[Dict[str, Any]] = field(default_factory=list)
     ddp: Dict[str, Any] = field(default_factory=dict)
     step_clock: int = 1

@@ -26,11 +26,12 @@ class LayoutRuns:
         self.root, self.data_root, self.max_epochs = root, data_root, max_epochs
         self._done = {}
 
-    def get(self, model, layout, extra='', tag='', args=()):
+    def get(self, model, layout, extra='', tag='', args=(), num_workers=0):
         """Work dir of ``model`` trained in ``layout`` (a key of :data:`LAYOUTS`).
 
-        ``extra`` config lines and ``tools/train.py`` arguments ``args`` (e.g. ``--resume
-        CHECKPOINT``) are added to the run called ``tag``.
+        ``extra`` config lines, ``tools/train.py`` arguments ``args`` (e.g. ``--resume
+        CHECKPOINT``) and ``num_workers`` loader workers per rank are given to the run
+        called ``tag``.
         """
         key = f'{model}-{layout}{tag}'
         if key not in self._done:
@@ -38,7 +39,7 @@ class LayoutRuns:
             extra = PROBES + (f'train_dataloader = dict(batch_size={batch})\n'
                               f'optim_wrapper = dict(accumulative_counts={micro})\n') + extra
             config = write_config(osp.join(self.root, f'cfg-{key}', 'cfg.py'), model,
-                                  self.data_root, extra=extra, num_workers=0,
+                                  self.data_root, extra=extra, num_workers=num_workers,
                                   max_epochs=self.max_epochs)
             work_dir = osp.join(self.root, key)
             if ranks == 1:

@@ -1,6 +1,7 @@
 """Build mmdet datasets and loaders on the generated tiny data, in-process; and the
 random augmentations every test pipeline uses."""
 import copy
+import os.path as osp
 from typing import List, Sequence, Tuple
 
 from mmengine.registry import init_default_scope
@@ -41,3 +42,29 @@ def loader_cfg(dataset, sampler=None, num_workers=0, batch_sampler=None):
     if batch_sampler is not None:
         cfg['batch_sampler'] = batch_sampler
     return cfg
+
+
+#: The repo's Albu demo config: ``configs/albu_example``'s transform list and pipeline.
+ALBU_CONFIG = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))),
+                       'configs', 'retinanet_r18_fpn_albu_3e_tinycoco.py')
+
+
+def _albu_config() -> dict:
+    from mmengine.config import Config
+    return Config.fromfile(ALBU_CONFIG).to_dict()
+
+
+def albu(transforms=None) -> dict:
+    """MMDetection's ``Albu`` as :data:`ALBU_CONFIG` (``configs/albu_example``) configures
+    it (boxes only), over ``transforms`` (default: the albu_example list)."""
+    step = next(t for t in _albu_config()['train_pipeline'] if t['type'] == 'Albu')
+    if transforms is not None:
+        step['transforms'] = copy.deepcopy(transforms)
+    return step
+
+
+def albu_pipeline(scale: Tuple[int, int]) -> List[dict]:
+    """:data:`ALBU_CONFIG`'s train pipeline at ``scale``."""
+    pipeline = _albu_config()['train_pipeline']
+    next(t for t in pipeline if t['type'] == 'Resize')['scale'] = scale
+    return pipeline

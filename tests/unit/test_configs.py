@@ -12,6 +12,7 @@ from support.repro_utils import REPO, pythonpath
 CONFIGS = sorted(glob.glob(osp.join(REPO, 'configs', '*.py')))
 EXPECTED = {
     'retinanet_r18_fpn_3e_tinycoco.py': ('RetinaNet', 18, 3),
+    'retinanet_r18_fpn_albu_3e_tinycoco.py': ('RetinaNet', 18, 3),
     'faster-rcnn_r18_fpn_3e_tinycoco.py': ('FasterRCNN', 18, 3),
     'mask-rcnn_r18_fpn_3e_tinycoco.py': ('MaskRCNN', 18, 3),
     'fcn_r18-d8_12i_tinyseg.py': ('EncoderDecoder', 18, 4),
