@@ -7,7 +7,7 @@ import runpy
 import sys
 
 import pytest
-from support.repro_utils import REPO
+from support.repro_utils import REPO, env_home
 
 TOOLS = sorted(glob.glob(osp.join(REPO, 'tools', '*.py')))
 
@@ -88,3 +88,30 @@ def test_demo_data_is_written_once_and_kept(tmp_path, monkeypatch, capsys):
     assert ann.stat().st_mtime_ns == written
     assert capsys.readouterr().out == f'demo data ready: {tmp_path / "d"}\n' * 2
     assert len(json.loads(ann.read_text())['images']) == 2
+
+
+def _console_scripts() -> list:
+    """README's console scripts: the names setup.cfg's entry points give them."""
+    import configparser
+    parser = configparser.ConfigParser()
+    parser.read(osp.join(REPO, 'setup.cfg'))
+    lines = parser['options.entry_points']['console_scripts'].strip().splitlines()
+    return [line.split('=')[0].strip() for line in lines]
+
+
+def test_the_environments_setup_env_makes_have_the_console_scripts(tmp_path):
+    import subprocess
+    envs = osp.realpath(osp.join(env_home(), 'envs'))
+    if not osp.realpath(sys.prefix).startswith(envs + osp.sep):
+        pytest.skip(f'this Python ({sys.prefix}) is not an environment tools/setup_env.sh '
+                    f'made (those are in {envs})')
+    assert len(_console_scripts()) == 7
+    for name in _console_scripts():
+        path = osp.join(sys.prefix, 'bin', name)
+        with open(path) as f:
+            assert f.read().splitlines()[1] == \
+                f'# {name} for the mmrepro checkout {REPO} (written by its tools/setup_env.sh).'
+        proc = subprocess.run([path, '--help'], cwd=str(tmp_path), capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.startswith('usage: ')

@@ -189,3 +189,15 @@ def test_strict_refuses_an_unkeyed_generator_in_one_line(data_root):
         '(unless the transform seeds them), with num_workers and after a resume. Fix: draw '
         "from np.random, random or torch's default generator instead, which mmrepro seeds "
         'for every sample, or set randomness.strict=False to train with a warning.')
+
+
+def test_a_switched_pipeline_is_walked_again(data_root):
+    """``PipelineSwitchHook`` replaces the dataset's pipeline object mid-training."""
+    from mmcv.transforms import Compose
+    dataset = _dataset(data_root, None)
+    rngs = PipelineRNGs(dataset)
+    rngs.refresh()
+    assert rngs.found == []
+    dataset.pipeline = Compose(albu_pipeline(SCALE))
+    rngs.refresh()
+    assert len(rngs._keyed) == len(rngs.found) == ALBU_GENERATORS
