@@ -32,7 +32,9 @@ from mmrepro.cli.check_repro import main as check_main
 from mmrepro.cli.repro_diff import main as diff_main
 from mmrepro.record.run_record import find_log_dir
 
-pytestmark = [pytest.mark.slow, pytest.mark.floor]
+pytestmark = pytest.mark.slow
+#: The Albu tests run on the floor stack too (albumentations 1.4.18 there).
+ALSO_ON_FLOOR = pytest.mark.floor
 
 #: The Albu pipeline, and a checkpoint in the middle of epoch 2 of the 2 ranks x 2 run
 #: (iteration 6 of 8).
@@ -55,16 +57,19 @@ def reference(albu_runs):
     return albu_runs.get('retinanet', '1x2acc2', ALBU, '-w0')
 
 
+@ALSO_ON_FLOOR
 def test_a_rerun_is_bitwise(albu_runs, reference):
     rerun = albu_runs.get('retinanet', '1x2acc2', ALBU, '-w0-rerun')
     assert state_digest(checkpoint(rerun)) == state_digest(checkpoint(reference))
 
 
+@ALSO_ON_FLOOR
 def test_two_workers_are_bitwise(albu_runs, reference):
     workers = albu_runs.get('retinanet', '1x2acc2', ALBU, '-w2', num_workers=2)
     assert state_digest(checkpoint(workers)) == state_digest(checkpoint(reference))
 
 
+@ALSO_ON_FLOOR
 def test_two_ranks_and_a_mid_epoch_resume_are_bitwise(albu_runs, reference):
     """2 ranks x 2 (2 workers each), and that run resumed mid-epoch as 1 x 2 x 2."""
     ranks = albu_runs.get('retinanet', '2x2', ALBU, '-w2', num_workers=2)
@@ -76,6 +81,7 @@ def test_two_ranks_and_a_mid_epoch_resume_are_bitwise(albu_runs, reference):
     assert state_digest(checkpoint(resumed)) == state_digest(checkpoint(reference))
 
 
+@ALSO_ON_FLOOR
 def test_the_log_and_the_record_say_how_albumentations_draws(reference):
     import albumentations
     owns = tuple(map(int, albumentations.__version__.split('.')[:3])) >= (1, 4, 21)
