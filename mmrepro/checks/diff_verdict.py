@@ -14,15 +14,23 @@ that name places (host, platform) explain nothing.
 Before that, :func:`sort_settings` says each cause once and sets apart what cannot be a
 cause: a different seed is one difference, though the record holds it as ``seed``,
 ``randomness.seed``, ``config.randomness.seed`` and ``PYTHONHASHSEED`` (which
-mmrepro derives from it); validation and test settings, logging, checkpointing and
-visualisation cannot change the weights training computes (:data:`INERT`).
+mmrepro derives from it); validation and test settings, logging, checkpointing,
+visualisation and the settings that only decide whether a run stops cannot change the
+weights training computes (:data:`INERT`); with the two records at hand, neither can the
+train loader's worker settings (:data:`LOADER_WORKERS`, where both runs seed per sample)
+nor the options of mmrepro's own hooks and the hooks a check adds (:data:`INERT_HOOKS`).
+Each cause comes with what removes it (:mod:`.diff_fixes`).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+import ast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-__all__ = ['DATA_CAUSES', 'INERT', 'NUMERIC_CAUSES', 'causes', 'settings_verdict',
-           'sort_settings', 'verdict_lines']
+from .diff_fixes import next_steps
+
+__all__ = ['DATA_CAUSES', 'INERT', 'INERT_HOOKS', 'LOADER_WORKERS', 'NUMERIC_CAUSES', 'causes',
+           'inert_by_records', 'settings_verdict', 'sort_settings', 'unkeyed_generators',
+           'verdict_lines']
 
 Diff = Tuple[str, Any, Any]
 _LOADER = ('config.train_dataloader.', 'config.train_pipeline.')
@@ -34,18 +42,93 @@ _LAYOUT = ('world_size', 'launcher', 'backend', 'config.launcher',
 #: ``global_stream=False``), the surest numeric cause where they are the same.
 LAYOUT_CAUSE = 'the process layout (ranks, per-rank batch, accumulation)'
 
+#: The check that finds where a config's data stream stops being reproducible.
+CHECK_DATA = "mmrepro-check CONFIG --workers-check 2 --resume-check, on the run's config"
 #: Record keys that restate the seed (``PYTHONHASHSEED`` only where it equals it).
 SEED_ECHOES = ('randomness.seed', 'config.randomness.seed', 'env.PYTHONHASHSEED')
-#: Config keys that cannot change training: evaluation, logging, checkpoints, display.
+#: Record keys that cannot change training: evaluation, logging, checkpoints, display,
+#: and the settings that only decide whether a run stops (``strict``, ``warn_only``,
+#: ``global_batch``, ``allow_failed_imports``): two runs that both trained ran alike.
 INERT = ('config.val_', 'config.test_', 'config.train_cfg.val_interval',
          'config.train_cfg.val_begin', 'config.default_hooks.logger.',
          'config.default_hooks.checkpoint.', 'config.default_hooks.visualization.',
          'config.default_hooks.timer.', 'config.log_processor.', 'config.log_level',
-         'config.visualizer.', 'config.vis_backends')
+         'config.visualizer.', 'config.vis_backends',
+         'config.custom_imports.allow_failed_imports', 'torch_flags.deterministic_warn_only',
+         *(f'{section}randomness.{key}' for section in ('', 'config.')
+           for key in ('strict', 'warn_only', 'global_batch')))
+#: Train loader keys that cannot change training where both runs seed per sample and key
+#: their caches (``randomness.sample_seeding`` and ``keyed_cache``, the defaults).
+LOADER_WORKERS = tuple(f'config.train_dataloader.{key}' for key in (
+    'num_workers', 'persistent_workers', 'prefetch_factor'))
+#: Hooks whose entries in ``custom_hooks`` cannot change training: mmrepro's own (their
+#: options say what is traced and recorded), the one a check adds to stop its run, and
+#: MMEngine's checkpoint and logger hooks.
+INERT_HOOKS = ('ReproducibilityHook', 'mmrepro.ReproducibilityHook', 'CheckReproStopHook',
+               'mmrepro.CheckReproStopHook', 'CheckpointHook', 'LoggerHook')
+#: What a worker-count difference needs for it to be inert (``randomness`` keys).
+_PER_SAMPLE = ('sample_seeding', 'keyed_cache')
 
 
-def sort_settings(diffs: Sequence[Diff]) -> Tuple[List[Diff], List[Diff], Dict[str, List[str]]]:
+def _literal(text: Any) -> Any:
+    try:
+        return ast.literal_eval(text) if isinstance(text, str) else text
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _hook_entries(config: Dict[str, Any]) -> Dict[str, str]:
+    """``{'custom_hooks.N': type}`` of a flattened config."""
+    return {key.rsplit('.', 1)[0]: str(_literal(value)) for key, value in config.items()
+            if key.startswith('custom_hooks.') and key.endswith('.type')}
+
+
+def _without_mmrepro(value: Any) -> List[str]:
+    """A config's ``custom_imports.imports`` without mmrepro's own modules."""
+    names = _literal(value)
+    names = [names] if isinstance(names, str) else list(names or [])
+    return [n for n in names if not (n == 'mmrepro' or str(n).startswith('mmrepro.'))]
+
+
+def inert_by_records(diffs: Sequence[Diff], record_a: Dict[str, Any],
+                     record_b: Dict[str, Any]) -> Set[str]:
+    """The differing keys that the two records show cannot change training.
+
+    The train loader's worker settings (:data:`LOADER_WORKERS`) where both runs seed per
+    sample; every key of a ``custom_hooks`` entry that is, in each run that has it, one of
+    :data:`INERT_HOOKS`; ``custom_imports.imports`` that differ only by mmrepro (which
+    ``tools/train.py`` adds).
+
+    Args:
+        diffs: The records' differences.
+        record_a: Run A's record.
+        record_b: Run B's record.
+    """
+    configs = [record.get('config') or {} for record in (record_a, record_b)]
+    per_sample = all((record.get('randomness') or {}).get(key, True) is not False
+                     for record in (record_a, record_b) for key in _PER_SAMPLE)
+    hooks = [_hook_entries(config) for config in configs]
+    inert = {entry for entry in set(hooks[0]) | set(hooks[1])
+             if all(found.get(entry, INERT_HOOKS[0]) in INERT_HOOKS for found in hooks)}
+    out = set()
+    for key, _, _ in diffs:
+        name = key.split('.', 1)[1] if key.startswith('config.') else ''
+        if (per_sample and key in LOADER_WORKERS
+                or name.startswith('custom_hooks.') and name.rsplit('.', 1)[0] in inert
+                or name == 'custom_imports.imports' and _without_mmrepro(
+                    configs[0].get(name)) == _without_mmrepro(configs[1].get(name))):
+            out.add(key)
+    return out
+
+
+def sort_settings(diffs: Sequence[Diff], records: Sequence[Dict[str, Any]] = ()
+                  ) -> Tuple[List[Diff], List[Diff], Dict[str, List[str]]]:
     """Say each cause once; set apart what cannot change training.
+
+    Args:
+        diffs: The records' differences (:func:`mmrepro.record.run_record.diff_records`).
+        records: The two records, where at hand: they show more keys inert
+            (:func:`inert_by_records`).
 
     Returns:
         tuple: ``(differences that can change training, differences that cannot
@@ -57,7 +140,8 @@ def sort_settings(diffs: Sequence[Diff]) -> Tuple[List[Diff], List[Diff], Dict[s
         seeds = tuple(str(v) for v in by_key['seed'])
         echoes = [k for k in SEED_ECHOES if k in by_key and (
             k != 'env.PYTHONHASHSEED' or tuple(map(str, by_key[k])) == seeds)]
-    inert = [d for d in diffs if d[0].startswith(INERT)]
+    shown = inert_by_records(diffs, *records) if len(records) == 2 else set()
+    inert = [d for d in diffs if d[0].startswith(INERT) or d[0] in shown]
     kept = [d for d in diffs if d[0] not in echoes and d not in inert]
     return kept, inert, ({'seed': echoes} if echoes else {})
 
@@ -70,6 +154,8 @@ DATA_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
          ('randomness.', 'config.randomness.'))),
     (LAYOUT_CAUSE, lambda k: k in _LAYOUT or k.startswith(('layout.', 'ddp.'))),
     ('the data loader or pipeline config', lambda k: k.startswith(_LOADER)),
+    ('the augmentation library or the generators the pipeline owns',
+     lambda k: k.startswith(('versions.albumentations', 'pipeline_generators'))),
 )
 #: (cause, predicate on a record key), from the most to the least likely to change
 #: results computed from the same samples.
@@ -121,20 +207,35 @@ def _listing(found: List[Tuple[str, List[str]]]) -> str:
     return '; '.join(shown)
 
 
-def settings_verdict(diffs: Sequence[Diff]) -> List[str]:
-    """The verdict when no outcome could be compared but settings differ: the runs
-    differ in what they were given (data causes first, then numeric ones)."""
+def _found(diffs: Sequence[Diff]) -> Tuple[List[Tuple[str, List[str]]],
+                                          List[Tuple[str, List[str]]]]:
+    """``(data causes, numeric causes)`` of the differing settings."""
     data = causes(diffs, DATA_CAUSES)
     data_keys = {key for _, keys in data for key in keys}
-    found = data + causes([d for d in diffs if d[0] not in data_keys], _numeric_table(diffs))
-    return [f'verdict: settings that change training differ: {_listing(found)}',
+    return data, causes([d for d in diffs if d[0] not in data_keys], _numeric_table(diffs))
+
+
+def settings_verdict(diffs: Sequence[Diff]) -> List[str]:
+    """The verdict when no outcome could be compared but settings differ: the runs
+    differ in what they were given (data causes first, then numeric ones), and what
+    removes each difference."""
+    data, numeric = _found(diffs)
+    return [f'verdict: settings that change training differ: {_listing(data + numeric)}',
             '  no outcome was compared: the runs hold no common logged or traced iteration '
-            'and no common weights']
+            'and no common weights'] + next_steps(data + numeric, diffs)
+
+
+def unkeyed_generators(*records: Optional[Dict[str, Any]]) -> List[str]:
+    """The generators the records' train pipelines own that mmrepro does not key, as
+    ``Class.attribute (type)``, each once."""
+    names = [f"{g.get('owner')} ({g.get('kind')})" for record in records if record
+             for g in record.get('pipeline_generators') or [] if not g.get('keyed')]
+    return list(dict.fromkeys(names))
 
 
 def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
                   data_iteration: Optional[int], data_traced: bool,
-                  identical: str = 'bit-identical') -> List[str]:
+                  identical: str = 'bit-identical', unkeyed: Sequence[str] = ()) -> List[str]:
     """The verdict of ``repro_diff``.
 
     Args:
@@ -146,17 +247,27 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
         data_traced: Whether both traces hold per-sample data digests.
         identical: How equal runs are called: ``bit-identical``, or ``identical
             through iteration k (...)`` where they cover different spans.
+        unkeyed: Generators the pipeline owns that mmrepro does not key
+            (:func:`unkeyed_generators`): the cause of data that differ with nothing
+            recorded differing.
     """
-    data = causes(diffs, DATA_CAUSES)
-    data_keys = {key for _, keys in data for key in keys}
-    numeric = causes([d for d in diffs if d[0] not in data_keys], _numeric_table(diffs))
-    fingerprint = any(key.startswith('data.') for key in data_keys)
+    data, numeric = _found(diffs)
+    fingerprint = any(key.startswith('data.') for _, keys in data for key in keys)
     if data_iteration is not None or (not data_traced and fingerprint):
         where = f' from iteration {data_iteration}' if data_iteration is not None else ''
-        why = _listing(data) if data else ('nothing recorded: the same files and settings, '
-                                           'so the data order or augmentation is not '
-                                           'reproducible')
-        return [f'verdict: the data differ{where}', f'  why: {why}']
+        if data:
+            return [f'verdict: the data differ{where}', f'  why: {_listing(data)}',
+                    *next_steps(data, diffs)]
+        if unkeyed:
+            return [f'verdict: the data differ{where}',
+                    '  why: the train pipeline owns generator(s) mmrepro does not key: '
+                    f"{', '.join(unkeyed)} (draw from np.random, random or torch's default "
+                    'generator instead)']
+        return [f'verdict: the data differ{where}',
+                '  why: nothing recorded: the same files and settings, so the data order or '
+                'augmentation is not reproducible',
+                f'  next: {CHECK_DATA}: it names the first iteration whose samples differ '
+                'on a rerun, with other num_workers or after resuming']
     same = 'the same samples in every traced iteration; ' if data_traced else ''
     layout = [cause for cause in data if cause[0] == LAYOUT_CAUSE]
     found = layout + numeric + [cause for cause in data if cause[0] != LAYOUT_CAUSE]
@@ -164,14 +275,18 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
         if not found:
             return [f'verdict: {same}{identical}, as expected (no setting that changes '
                     'results differs)']
-        return [f'verdict: {same}{identical}, although settings differ: {_listing(found)}']
+        return [f'verdict: {same}{identical}, although settings that can change training '
+                f'differ: {_listing(found)}', *next_steps(found, diffs)]
     at = f' from iteration {first}' if first is not None else ''
     lines = [f'verdict: {same}the numbers differ{at}']
     if found:
-        lines.append(f'  explained by (most likely first): {_listing(found)}')
-        lines.append('  bitwise equality expected: no, settings that change results differ')
-    else:
-        lines.append('  bitwise equality expected: yes: nothing recorded that changes results '
-                     'differs, so an operation is nondeterministic or a setting is not '
-                     'recorded (run tools/check_repro.py on the config)')
-    return lines
+        return lines + [f'  explained by (most likely first): {_listing(found)}',
+                        '  bitwise equality expected: no, settings that change results '
+                        'differ', *next_steps(found, diffs)]
+    iters = f' --iters {first}' if first is not None and first > 1 else ''
+    return lines + ['  bitwise equality expected: yes: nothing recorded that changes results '
+                    'differs, so an operation is nondeterministic or a setting is not '
+                    'recorded',
+                    f"  next: mmrepro-check CONFIG{iters}, on the run's config: it trains it "
+                    'twice and names the first module whose output, gradient or weight '
+                    'differs, and the nondeterministic operations met']

@@ -97,6 +97,8 @@ class Comparison:
         weights_first: ``(iteration, digest A, digest B)`` of the first that differs.
         checkpoints: ``(A's iteration, B's)`` when two checkpoint files were given;
             their weights are compared whatever iterations they hold.
+        logged_skipped: The logged losses were left out (the runs log with other
+            settings, so their values average other windows).
     """
 
     last: Tuple[Optional[int], Optional[int]] = (None, None)
@@ -107,6 +109,7 @@ class Comparison:
     weights: List[int] = field(default_factory=list)
     weights_first: Optional[Tuple[int, str, str]] = None
     checkpoints: Optional[Tuple[Optional[int], Optional[int]]] = None
+    logged_skipped: bool = False
 
     @property
     def traced(self) -> List[int]:
@@ -177,11 +180,21 @@ class Comparison:
                 f'in {" and ".join(missing) or "either"})')
 
 
-def compare_evidence(a: Evidence, b: Evidence, trace: Optional[TraceDiff]) -> Comparison:
-    """Compare two runs' logged iterations, weights and (given) trace comparison."""
-    result = Comparison(last=(a.last(), b.last()), trace=trace)
-    result.logged, result.logged_first, result.logged_previous = logged_divergence(
-        a.scalars, b.scalars)
+def compare_evidence(a: Evidence, b: Evidence, trace: Optional[TraceDiff],
+                     logged: bool = True) -> Comparison:
+    """Compare two runs' logged iterations, weights and (given) trace comparison.
+
+    Args:
+        a: Run A's evidence.
+        b: Run B's.
+        trace: The comparison of their traces (None unless both have one).
+        logged: Whether their logged losses are comparable (False where the runs log
+            with other ``log_processor`` settings).
+    """
+    result = Comparison(last=(a.last(), b.last()), trace=trace, logged_skipped=not logged)
+    if logged:
+        result.logged, result.logged_first, result.logged_previous = logged_divergence(
+            a.scalars, b.scalars)
     if a.checkpoint is not None and b.checkpoint is not None:
         result.checkpoints = (a.checkpoint, b.checkpoint)
         digest_a, digest_b = (run.weights.digest(run.checkpoint) for run in (a, b))

@@ -4,31 +4,37 @@ Compares two runs (work dirs, log dirs, ``run_record.json`` files or checkpoints
 
 1. their run records (:mod:`mmrepro.record.run_record`): seed, randomness, world size,
    backend, versions, devices, environment, PyTorch flags, every config key, the
-   training data fingerprint (keys that cannot change training listed apart);
+   training data fingerprint (keys that cannot change training listed apart, as
+   information: :mod:`mmrepro.checks.diff_verdict`);
 2. everything both runs hold (:mod:`mmrepro.checks.evidence`): every logged iteration's
-   losses (``vis_data/scalars.json``), every traced iteration (:mod:`mmrepro.trace`:
-   first differing module, whether the samples were the same), and the weights at
-   every checkpoint both know, the final ones included; two checkpoint files compare
-   by their weights;
-3. a verdict (:mod:`.diff_verdict`): a data or a numeric difference and the recorded
-   differences that explain it, ranked; identical only when all of it agrees, and only
-   "through iteration k" when the runs cover different spans;
-4. optionally (``--plot out.png``) both loss curves with the divergence marked.
+   losses (``vis_data/scalars.json``; not where the runs log with other
+   ``log_processor`` settings, which average other windows), every traced iteration
+   (:mod:`mmrepro.trace`: first differing module, whether the samples were the same),
+   and the weights at every checkpoint both know, the final ones included; two
+   checkpoint files compare by their weights;
+3. a verdict (:mod:`mmrepro.checks.diff_verdict`): a data or a numeric difference and
+   the recorded differences that explain it, ranked, each with the setting or command
+   that removes it; identical only when all of it agrees, and only "through iteration k"
+   when the runs cover different spans;
+4. optionally (``--plot out.png``) both runs' logged losses at every logged iteration,
+   the traced ones marked, the verdict in the title (:mod:`.diff_plot`).
 
-Exit status: 0 identical in everything compared (and no setting that can change
-training differs), 1 something differs, 2 a run cannot be read (missing or corrupted
-record, trace, log or checkpoint; the message names the file) or bad arguments,
-3 inconclusive: nothing both runs hold could be compared (and no setting that can change
-training differs; if one does, that is exit 1).
+Exit status (:data:`mmrepro.cli.exit_codes.EXIT_CODES`): :data:`IDENTICAL`,
+:data:`DIFFERENT`, :data:`BAD_INPUT`, :data:`INCONCLUSIVE` or :data:`SETTINGS_DIFFER`.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from ..checks.diff_verdict import settings_verdict, sort_settings, verdict_lines
+from ..checks.diff_verdict import (
+    settings_verdict,
+    sort_settings,
+    unkeyed_generators,
+    verdict_lines,
+)
 from ..checks.evidence import Comparison, compare_evidence, weights_lines
 from ..checks.run_data import SCALARS, RunData, load_run, read_scalars
 from ..checks.weights_index import WeightsReadError
@@ -36,30 +42,41 @@ from ..record.bundle import BundleError
 from ..record.run_record import MISSING, RunRecordError, diff_records
 from ..trace import TraceDiff, TraceError, comparable_sections, compare_traces, describe_diff
 from .config_args import ArgumentParser
-from .diff_plot import loss_points, plot_losses
+from .diff_plot import plot_losses, run_curves
+from .exit_codes import epilog
 
-__all__ = ['SCALARS', 'load_run', 'main', 'read_scalars']
+__all__ = ['BAD_INPUT', 'DIFFERENT', 'IDENTICAL', 'INCONCLUSIVE', 'SCALARS',
+           'SETTINGS_DIFFER', 'load_run', 'main', 'read_scalars']
 
 PROG = 'repro_diff'
-#: Exit status when nothing both runs hold could be compared.
+#: Identical in everything compared; no setting that can change training differs.
+IDENTICAL = 0
+#: The outcomes differ, or nothing compared and settings that change training differ.
+DIFFERENT = 1
+#: Bad arguments, or a run that cannot be read (one ``error:`` line).
+BAD_INPUT = 2
+#: Nothing both runs hold could be compared.
 INCONCLUSIVE = 3
+#: Identical in everything compared, although settings that can change training differ.
+SETTINGS_DIFFER = 4
 _SHORT = 100  # longest value shown in full
+_VALUED = 4  # settings that cannot change training shown with their values
+Diff = Tuple[str, Any, Any]
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parse the command line (argparse exits with status 2 on a malformed one)."""
     parser = ArgumentParser(
         prog=PROG, description='Compare two training runs: run records, logged losses, '
-        'traces, weights digests; the first diverging iteration and module; loss curves.',
-        epilog='exit status: 0 identical in all compared; 1 something differs; 2 bad '
-        'arguments, or a run record, trace, log or checkpoint is missing or corrupted '
-        '(the file and problem are named); 3 inconclusive: nothing both runs hold could be '
-        'compared')
+        'traces, weights digests; the first diverging iteration and module, the recorded '
+        'causes and what removes each; loss curves.', epilog=epilog(PROG))
     parser.add_argument('run_a', help='work dir, log dir, run_record.json, checkpoint or '
                         'bundle (.tar.gz)')
     parser.add_argument('run_b', help='work dir, log dir, run_record.json, checkpoint or '
                         'bundle (.tar.gz)')
-    parser.add_argument('--plot', metavar='OUT.png', help='write both loss curves here')
+    parser.add_argument('--plot', metavar='OUT.png', help='write both runs\' losses here: '
+                        'every logged iteration, the traced ones marked, the verdict in the '
+                        'title')
     return parser.parse_args(argv)
 
 
@@ -78,17 +95,43 @@ _TITLES = dict(config='config key(s) differ', versions='version(s) differ',
                'the training data differs')
 
 
-def describe_records(a: RunData, b: RunData) -> Tuple[List[str], List[Tuple[str, Any, Any]]]:
+def _inert_line(inert: List[Diff]) -> str:
+    """The settings that cannot change training, as information: the first few with
+    their values, the names of the rest."""
+    shown = [f'{key.split(".", 1)[-1]} {_show(value_a)} -> {_show(value_b)}'
+             for key, value_a, value_b in inert[:_VALUED]]
+    rest = [key.split('.', 1)[-1] for key, _, _ in inert[_VALUED:]]
+    more = f'; and {", ".join(rest)}' if rest else ''
+    return (f'  cannot change training (information, not causes): {len(inert)} key(s): '
+            f'{", ".join(shown)}{more}')
+
+
+class Settings(NamedTuple):
+    """How two run records differ.
+
+    Attributes:
+        lines: What to print.
+        kept: The differing settings that can change training.
+        inert: The differing settings that cannot (information).
+    """
+
+    lines: List[str]
+    kept: List[Diff]
+    inert: List[Diff]
+
+
+def describe_records(a: RunData, b: RunData) -> Settings:
     """Lines describing how the two run records differ, and the differing settings.
 
     The config hash is shown only when no config key is (records written before the
     config was recorded key by key). ``resume`` and, for a resumed run, ``load_from``
     say how a run was started, not what it computes: they are left out, and said so.
+    Settings that cannot change training are listed apart, as information.
     """
     missing = [run.label for run in (a, b) if run.record is None]
     if missing:
-        return [f'run records: none in {" and ".join(missing)} (a checkpoint written without '
-                'mmrepro); settings not compared'], []
+        return Settings([f'run records: none in {" and ".join(missing)} (a checkpoint '
+                         'written without mmrepro); settings not compared'], [], [])
     diffs = diff_records(a.record, b.record)
     by_key = {key: (value_a, value_b) for key, value_a, value_b in diffs}
     resumed = any(str(v) == 'True' for v in by_key.get('config.resume', ()))
@@ -98,16 +141,13 @@ def describe_records(a: RunData, b: RunData) -> Tuple[List[str], List[Tuple[str,
         diffs = [d for d in diffs if d[0] != 'config_sha256']
     note = ([f"run records: {' and '.join(k.split('.', 1)[1] for k in started)} differ "
              '(a resumed run); not settings, left out'] if started else [])
-    diffs, inert, follows = sort_settings(diffs)
-    apart = ([f'  cannot change training, not causes: {len(inert)} key(s): ' + ', '.join(
-        f'{key.split(".", 1)[-1]} {_show(value_a)} -> {_show(value_b)}'
-        for key, value_a, value_b in inert[:4]) + (', ...' if len(inert) > 4 else '')]
-        if inert else [])
+    diffs, inert, follows = sort_settings(diffs, (a.record, b.record))
+    apart = [_inert_line(inert)] if inert else []
     if not diffs:
         what = ('every setting that can change training' if inert else
                 'seed, randomness, world size, versions, devices, environment, PyTorch '
                 'flags, code, config, data')
-        return note + [f'run records: identical ({what})'] + apart, []
+        return Settings(note + [f'run records: identical ({what})'] + apart, [], inert)
     groups: Dict[str, List[Tuple[str, Any, Any]]] = {}
     for key, value_a, value_b in diffs:
         section, _, rest = key.partition('.')
@@ -125,7 +165,7 @@ def describe_records(a: RunData, b: RunData) -> Tuple[List[str], List[Tuple[str,
         lines.append(f'  {section}: {len(entries)} {_TITLES.get(section, "setting(s) differ")}')
         lines += [f'    {key}: {_show(value_a)} -> {_show(value_b)}'
                   for key, value_a, value_b in entries]
-    return lines + apart, diffs
+    return Settings(lines + apart, diffs, inert)
 
 
 def trace_lines(a: RunData, b: RunData) -> Tuple[List[str], Optional[TraceDiff]]:
@@ -144,6 +184,10 @@ def trace_lines(a: RunData, b: RunData) -> Tuple[List[str], Optional[TraceDiff]]
     return lines, diff
 
 
+#: Why logged losses are not compared (runs that log with other settings).
+LOG_SETTINGS = 'config.log_processor.'
+
+
 def logged_lines(a: RunData, b: RunData, result: Comparison) -> List[str]:
     """Lines on the logged losses (``vis_data/scalars.json``) of both runs."""
     if not (a.scalars and b.scalars):
@@ -151,6 +195,9 @@ def logged_lines(a: RunData, b: RunData, result: Comparison) -> List[str]:
             return []
         missing = ' and '.join(r.label for r in (a, b) if not r.scalars)
         return [f'scalars logs: no training rows in {SCALARS} of {missing}']
+    if result.logged_skipped:
+        return ['scalars logs: not compared: the runs log with other log_processor settings '
+                '(listed above), so their logged losses average other windows']
     common, first = result.logged, result.logged_first
     if not common:
         return ['scalars logs: no logged iteration in common']
@@ -167,59 +214,79 @@ def logged_lines(a: RunData, b: RunData, result: Comparison) -> List[str]:
             f'  {losses}']
 
 
-def judge(a: RunData, b: RunData, differences: List[Tuple[str, Any, Any]],
+def judge(a: RunData, b: RunData, differences: List[Diff],
           result: Comparison) -> Tuple[List[str], int]:
-    """The verdict lines and the exit status."""
+    """The verdict lines and the exit status (:data:`IDENTICAL`, :data:`DIFFERENT`,
+    :data:`INCONCLUSIVE` or :data:`SETTINGS_DIFFER`)."""
     compared = [f'compared: {result.compared()}']
     trace = result.trace
     data_traced = bool(trace is not None and trace.data_checked)
+    alike = SETTINGS_DIFFER if differences else IDENTICAL
     if result.checkpoints is not None and len(set(result.checkpoints)) > 1:
         at_a, at_b = result.checkpoints
         same = result.weights_first is None
         return compared + [
             f"verdict: {'the same' if same else 'different'} weights, from different "
-            f'points of training (A at iteration {at_a}, B at iteration {at_b})'], int(not same)
+            f'points of training (A at iteration {at_a}, B at iteration {at_b})',
+            '  next: compare two checkpoints of the same iteration, or the two work dirs '
+            '(they compare at every checkpoint both hold)'], alike if same else DIFFERENT
     if result.differs:
         return compared + verdict_lines(
             differences, True, result.first, trace.data_iteration if trace else None,
-            data_traced), 1
+            data_traced, unkeyed=unkeyed_generators(a.record, b.record)), DIFFERENT
     if not result.anything and differences:
-        return compared + settings_verdict(differences), 1
+        return compared + settings_verdict(differences), DIFFERENT
     if not result.anything:
-        return compared + ['verdict: inconclusive: the runs hold nothing in common to '
-                           'compare (no common logged or traced iteration, no common '
-                           'checkpoint or recorded weights digest)'], INCONCLUSIVE
+        return compared + [
+            'verdict: inconclusive: the runs hold nothing in common to compare (no common '
+            'logged or traced iteration, no common checkpoint or recorded weights digest)',
+            '  next: compare runs that share an iteration: keep the trace '
+            '(ReproducibilityHook trace_interval > 0), the scalars log or a checkpoint of '
+            'the same iteration in both'], INCONCLUSIVE
     span = result.span()
-    lines = verdict_lines(differences, False, None, None, data_traced,
-                          identical=f'identical {span}' if span else 'bit-identical')
-    return compared + lines, int(bool(differences))
+    return compared + verdict_lines(
+        differences, False, None, None, data_traced,
+        identical=f'identical {span}' if span else 'bit-identical'), alike
+
+
+def _curves(a: RunData, b: RunData, out: str) -> Tuple[Any, Any]:
+    """Both runs' loss curves for ``--plot``.
+
+    Raises:
+        RunRecordError: A run holds no loss values (no trace and no scalars log).
+    """
+    curves = [run_curves(run.trace, run.scalars) for run in (a, b)]
+    for run, curve in zip((a, b), curves, strict=True):
+        if not (curve.logged or curve.traced):
+            raise RunRecordError(f'--plot {out}: {run.path} holds no loss values (no trace '
+                                 f'and no {SCALARS}); plot runs that log or trace their '
+                                 'losses, or leave --plot out')
+    return curves[0], curves[1]
 
 
 def run_diff(args: argparse.Namespace) -> int:
     """Compare, print, plot; return the exit status (:func:`judge`)."""
     a, b = load_run('A', args.run_a), load_run('B', args.run_b)
+    curves = _curves(a, b, args.plot) if args.plot else None
     for run in (a, b):
         print(f'{run.label}: {run.source}')
         if run.stitched:
             print(f'  a resumed run: {len(run.stitched)} log dirs joined in iteration order: '
                   + ', '.join(f'{name} (iterations {first}-{last})'
                               for name, first, last in run.stitched))
-    record_lines, differences = describe_records(a, b)
+    settings = describe_records(a, b)
     traced, trace_diff = trace_lines(a, b)
-    result = compare_evidence(a.evidence, b.evidence, trace_diff)
+    logged = not any(key.startswith(LOG_SETTINGS) for key, _, _ in settings.inert)
+    result = compare_evidence(a.evidence, b.evidence, trace_diff, logged=logged)
     notes = a.evidence.weights.notes + b.evidence.weights.notes
-    verdict, status = judge(a, b, differences, result)
-    for line in (*record_lines, *traced, *logged_lines(a, b, result),
+    verdict, status = judge(a, b, settings.kept, result)
+    for line in (*settings.lines, *traced, *logged_lines(a, b, result),
                  *weights_lines(result, notes), *verdict):
         print(line)
-    if args.plot:
-        curve_a, curve_b = (loss_points(r.trace, r.scalars) for r in (a, b))
-        if not (curve_a and curve_b):
-            raise RunRecordError(f'--plot: no loss values to plot in '
-                                 f'{a.path if not curve_a else b.path} (no trace or '
-                                 f'{SCALARS})')
-        plot_losses(curve_a, curve_b, args.plot, result.first, f'A: {a.path}',
-                    f'B: {b.path}')
+    if curves is not None:
+        title = next(line for line in verdict if line.startswith('verdict: '))
+        plot_losses(curves[0], curves[1], args.plot, title.removeprefix('verdict: '),
+                    result.first, f'A: {a.path}', f'B: {b.path}')
         print(f'plot: {args.plot}')
     return status
 
@@ -231,7 +298,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return run_diff(args)
     except (RunRecordError, TraceError, WeightsReadError, BundleError, OSError) as err:
         print(f'{PROG}: error: {err}', file=sys.stderr)
-        return 2
+        return BAD_INPUT
 
 
 if __name__ == '__main__':

@@ -7,15 +7,20 @@ import os
 import os.path as osp
 import re
 import shutil
+import textwrap
 
 import pytest
 import torch
 from support.cli import PNG_SIGNATURE, run_main
 from support.doc_examples import assert_shows
-from support.repro_utils import TESTS, pythonpath, run_log, run_train, write_config
+from support.repro_utils import RUN_CWD, TESTS, pythonpath, run_log, run_train, write_config
 
-from mmrepro.cli.repro_diff import main
+from mmrepro.checks.run_data import load_run
+from mmrepro.cli.check_repro import main as check_main
+from mmrepro.cli.diff_plot import plot_losses, run_curves
+from mmrepro.cli.repro_diff import SETTINGS_DIFFER, main
 from mmrepro.cli.weights_digest import main as digest_main
+from mmrepro.record.bundle import pack
 from mmrepro.resume.checkpoint_io import safe_load
 
 #: Three traced iterations, no validation.
@@ -90,9 +95,10 @@ def test_short_run_against_a_long_one_names_the_span(diff_runs, capsys):
     assert out.endswith(
         'compared: 2 logged iterations, 2 traced iterations\n'
         'verdict: the same samples in every traced iteration; identical through iteration 2 '
-        '(A stops there), although settings differ: the config (config.train_cfg.max_iters)'
-        '\n'), out
-    assert code == 1  # a setting that can change training differs
+        '(A stops there), although settings that can change training differ: the config '
+        "(config.train_cfg.max_iters)\n  next: the config: train B with A's values: "
+        '--cfg-options train_cfg.max_iters=2\n'), out
+    assert code == SETTINGS_DIFFER == 4  # identical outcomes; a setting that can matter
 
 
 def _sha256(path):
@@ -119,7 +125,9 @@ def test_two_checkpoints_compare_by_their_weights(diff_runs, capsys):
     code, out, _ = _diff(capsys, base, short)
     assert code == 1
     assert out.endswith('verdict: different weights, from different points of training (A at '
-                        'iteration 3, B at iteration 2)\n'), out
+                        'iteration 3, B at iteration 2)\n  next: compare two checkpoints of '
+                        'the same iteration, or the two work dirs (they compare at every '
+                        'checkpoint both hold)\n'), out
 
 
 @pytest.mark.slow
@@ -195,8 +203,10 @@ def test_divergence_after_the_last_traced_iteration_is_not_identical(data_root, 
         'compared: 7 logged iterations, 3 traced iterations, final weights\n'
         'verdict: the same samples in every traced iteration; the numbers differ from '
         f'iteration {first}\n  bitwise equality expected: yes: nothing recorded that changes '
-        'results differs, so an operation is nondeterministic or a setting is not recorded '
-        '(run tools/check_repro.py on the config)\n'), out
+        'results differs, so an operation is nondeterministic or a setting is not recorded\n'
+        f"  next: mmrepro-check CONFIG --iters {first}, on the run's config: it trains it "
+        'twice and names the first module whose output, gradient or weight differs, and the '
+        'nondeterministic operations met\n'), out
     assert_shows('repro-diff-late', out)  # docs/troubleshooting.md shows it
 
 
@@ -232,7 +242,9 @@ def test_changed_annotation_is_a_data_difference(diff_runs, capsys):
                      r'A (img_id=\d+) [0-9a-f]{16} vs B \1 [0-9a-f]{16}\n', out), out
     assert out.endswith('verdict: the data differ from iteration 1\n  why: the data files '
                         '(fingerprint) (data.ann_files.annotations/train.json, '
-                        'data.annotations_sha256)\n'), out
+                        'data.annotations_sha256)\n  next: the data files (fingerprint): '
+                        'train both on the same data files: those listed under data: above '
+                        "differ (each run record holds every file's sha256)\n"), out
     assert_shows('repro-diff-data', out)  # docs/troubleshooting.md shows it
 
 
@@ -247,7 +259,9 @@ def test_changed_lr_is_named_by_config_key(diff_runs, capsys):
     assert out.endswith('verdict: the same samples in every traced iteration; the numbers '
                         'differ from iteration 1\n  explained by (most likely first): the '
                         'config (config.optim_wrapper.optimizer.lr)\n  bitwise equality '
-                        'expected: no, settings that change results differ\n'), out
+                        'expected: no, settings that change results differ\n  next: the '
+                        "config: train B with A's values: --cfg-options "
+                        'optim_wrapper.optimizer.lr=0.01\n'), out
     assert 'traces: first diverging iteration: 1' in out
     assert 'first difference: weight after the step of' in out
     assert_shows('repro-diff-lr', out)  # docs/troubleshooting.md shows it
@@ -263,7 +277,9 @@ def test_thread_count_is_a_numeric_difference(diff_runs, capsys):
         'iteration 1\n'
         '  explained by (most likely first): the intra-op thread count '
         '(devices.torch_threads, env.OMP_NUM_THREADS)\n'
-        '  bitwise equality expected: no, settings that change results differ\n'), out
+        '  bitwise equality expected: no, settings that change results differ\n'
+        '  next: the intra-op thread count: pin the count in both configs: '
+        "randomness.threads=2 (A's count), or set OMP_NUM_THREADS=2 before training\n"), out
 
 
 @pytest.mark.slow
@@ -294,3 +310,58 @@ def test_a_resumed_work_dir_is_compared_whole(data_root, tmp_path, capsys):
     assert 'run records: resume differ (a resumed run); not settings, left out' in out
     assert 'run records: identical' in out
     assert 'traces: bit-identical over iterations 1..3 (3 traced)' in out
+
+
+@pytest.mark.slow
+def test_a_teammates_run_with_other_workers_matches_the_bundle_exit_0(runs, tmp_path, capsys):
+    """The baseline shared as a bundle (2 persistent workers), a run with no workers."""
+    bundle = str(tmp_path / 'baseline.tar.gz')
+    pack(runs.get('retinanet', 'base'), bundle)
+    mine = runs.get('retinanet', 'nw0', num_workers=0, persistent=False)
+    code, out, _ = _diff(capsys, bundle, mine)
+    assert code == 0, out
+    assert 'run records: identical (every setting that can change training)\n  cannot ' \
+        'change training (information, not causes): 2 key(s): train_dataloader.num_workers ' \
+        '2 -> 0, train_dataloader.persistent_workers True -> False\n' in out, out
+    assert re.search(r'\nweights: identical at iterations [\d, ]+, 24 \(the final weights\)\n',
+                     out), out
+    assert out.endswith('verdict: the same samples in every traced iteration; bit-identical, '
+                        'as expected (no setting that changes results differs)\n'), out
+
+
+@pytest.mark.slow
+def test_a_checks_own_run_matches_its_baseline_and_plots_alike(runs, tmp_path, capsys,
+                                                              monkeypatch):
+    """``mmrepro-check --against`` trains steps 1..8 traced at every step, with its own
+    hooks and without validation; its work dir compared with the baseline is identical,
+    and the plot draws both runs at every logged iteration."""
+    baseline = runs.get('retinanet', 'base')
+    monkeypatch.chdir(RUN_CWD)  # where the baseline trained: the same code.git (none)
+    config = osp.join(runs.root, 'retinanet-base-cfg', 'retinanet_base.py')
+    assert check_main([config, '--against', baseline, '--work-dir',
+                       str(tmp_path / 'check')]) == 0
+    capsys.readouterr()
+    mine, png = str(tmp_path / 'check' / 'against'), str(tmp_path / 'losses.png')
+    code, out, _ = _diff(capsys, baseline, mine, '--plot', png)
+    assert code == 0, out
+    assert 'run records: identical (every setting that can change training)\n' in out, out
+    (inert,) = [line for line in out.splitlines() if line.startswith('  cannot change')]
+    assert inert.startswith('  cannot change training (information, not causes): 8 key(s): '
+                            'default_hooks.checkpoint.interval 1 -> 1000000000, '), inert
+    assert inert.endswith('; and default_hooks.checkpoint.save_best, '
+                          'custom_hooks.0.trace_interval, custom_hooks.2.type, '
+                          'custom_hooks.2.max_iters'), inert
+    verdict = ('the same samples in every traced iteration; identical through iteration 8 '
+               '(B stops there), as expected (no setting that changes results differs)')
+    assert out.endswith(f'verdict: {verdict}\nplot: {png}\n'), out
+    a, b = load_run('A', baseline), load_run('B', mine)
+    drawn = plot_losses(run_curves(a.trace, a.scalars), run_curves(b.trace, b.scalars),
+                        str(tmp_path / 'again.png'), verdict)
+    assert list(drawn.lines['A logged'].get_xdata()) == list(range(1, 25))
+    assert list(drawn.lines['B logged'].get_xdata()) == list(range(1, 9))
+    assert list(drawn.lines['A traced'].get_xdata()) == [1, 2, 4, 8, 16]
+    assert list(drawn.lines['B traced'].get_xdata()) == list(range(1, 9))
+    assert list(drawn.lines['A logged'].get_ydata())[:8] == list(
+        drawn.lines['B logged'].get_ydata())
+    assert set(drawn.lines['|A - B| logged'].get_ydata()) == {0.0}
+    assert drawn.title == textwrap.fill(verdict, 90)

@@ -1,10 +1,17 @@
-"""mmrepro.checks.diff_verdict: a data or a numeric difference, and its causes ranked."""
-from mmrepro.checks.diff_verdict import settings_verdict, sort_settings, verdict_lines
+"""mmrepro.checks.diff_verdict: a data or a numeric difference, its causes ranked, each
+with what removes it; what cannot change training set apart."""
+from mmrepro.checks.diff_verdict import (
+    inert_by_records,
+    settings_verdict,
+    sort_settings,
+    verdict_lines,
+)
+from mmrepro.record.run_record import MISSING
 
 EXPECTED_NO = '  bitwise equality expected: no, settings that change results differ'
 
 
-def test_numeric_causes_are_ranked_most_likely_first():
+def test_numeric_causes_are_ranked_most_likely_first_each_with_its_fix():
     diffs = [('env.CUBLAS_WORKSPACE_CONFIG', None, ':4096:8'),
              ('versions.torch', '2.1.2', '2.13.0'),
              ('numerics.cpu.capability', 'AVX512', 'AVX2'),
@@ -15,19 +22,87 @@ def test_numeric_causes_are_ranked_most_likely_first():
         'iteration 4',
         '  explained by (most likely first): the config (config.model.neck.out_channels); '
         'library versions (versions.torch); the CPU kernel set (numerics.cpu.capability); '
-        'environment variables (env.CUBLAS_WORKSPACE_CONFIG)', EXPECTED_NO]
+        'environment variables (env.CUBLAS_WORKSPACE_CONFIG)', EXPECTED_NO,
+        "  next: the config: train B with A's values: --cfg-options "
+        'model.neck.out_channels=32',
+        "  next: library versions: install A's versions (its run record lists them): pip "
+        'install torch==2.1.2',
+        '  next: the CPU kernel set: pin one kernel set both CPUs run, in both configs: '
+        'randomness.cpu_isa=avx2 (mmrepro-train sets its variables and restarts itself)',
+        '  next: environment variables: set the variables as A had them: unset '
+        'CUBLAS_WORKSPACE_CONFIG']
 
 
-def test_data_difference_names_its_causes():
-    diffs = [('world_size', 1, 2), ('config.train_dataloader.num_workers', '4', '2')]
+def test_the_thread_count_fix_pins_it():
+    diffs = [('devices.torch_threads', 2, 1), ('env.OMP_NUM_THREADS', '2', '1')]
+    assert verdict_lines(diffs, True, 1, None, True)[1:] == [
+        '  explained by (most likely first): the intra-op thread count '
+        '(devices.torch_threads, env.OMP_NUM_THREADS)', EXPECTED_NO,
+        '  next: the intra-op thread count: pin the count in both configs: '
+        "randomness.threads=2 (A's count), or set OMP_NUM_THREADS=2 before training"]
+
+
+def test_every_cause_names_the_setting_or_command_that_removes_it():
+    def fix(diffs):
+        (line,) = [text for text in verdict_lines(diffs, True, 1, None, True)
+                   if text.startswith('  next: ')]
+        return line.split(': ', 2)[2]
+
+    assert fix([('seed', 0, 1), ('randomness.sample_seeding', True, False)]) == (
+        "train B with A's values: --cfg-options randomness.seed=0 "
+        'randomness.sample_seeding=True')
+    assert fix([('config.train_pipeline.2.scale', '(1333, 800)', '(800, 600)'),
+                ('config.train_pipeline.3.type', "'RandomFlip'", MISSING)]) == (
+        "train B with A's values: --cfg-options \"train_pipeline.2.scale=(1333, 800)\" "
+        'train_pipeline.3.type=RandomFlip')
+    assert fix([('config.model.neck.type', MISSING, "'PAFPN'")]) == (
+        "remove from B's config what A does not set: model.neck.type")
+    assert fix([('world_size', 1, 2), ('config.train_dataloader.batch_size', '4', '2')]) == (
+        "train on A's layout (ranks 1, batch_size 4); another layout with the same global "
+        'batch trains on the same samples, but only 2 ranks x B and 1 process x B x '
+        'accumulate 2 end bitwise equal')
+    assert fix([('torch_flags.cudnn_benchmark', False, True),
+                ('torch_flags.matmul_allow_tf32', False, True)]) == (
+        "train B with A's values: --cfg-options env_cfg.cudnn_benchmark=False; set "
+        "PyTorch's flags as A had them (matmul_allow_tf32=False) before training "
+        '(torch.backends)')
+    assert fix([('code.git.commit', 'abc123', 'def456')]) == "run A's code: git checkout abc123"
+    assert fix([('numerics.amp.dtype', 'float16', 'bfloat16')]) == (
+        "train with A's AMP setting in optim_wrapper (dtype float16)")
+    assert fix([('numerics.gpu.devices', '[a]', '[b]')]) == (
+        "train on A's GPU model and driver; other GPU models round otherwise, so they end "
+        'float-close at best')
+    assert fix([('versions.python', '3.11.9', '3.10.1'), ('versions.numpy', '1.26.4', '2.0'),
+                ('numerics.libraries.mkl', '2023.1', '2024.2')]) == (
+        "install A's versions (its run record lists them): pip install numpy==1.26.4; "
+        'python 3.11.9; MKL 2023.1 (it comes with the torch build)')
+    assert fix([('numerics.cpu.capability', 'AVX2', 'AVX512')]) == (
+        'pin one kernel set both CPUs run, in both configs: randomness.cpu_isa=avx2 '
+        '(mmrepro-train sets its variables and restarts itself)')
+    assert fix([('env.NCCL_ALGO', 'Ring', None)]) == (
+        'set the variables as A had them: export NCCL_ALGO=Ring')
+    assert fix([('versions.albumentations', '1.4.24', '2.0.5')]) == (
+        'pip install albumentations==1.4.24')
+
+
+def test_data_difference_names_its_causes_and_fixes():
+    diffs = [('world_size', 1, 2), ('config.train_dataloader.sampler.shuffle', 'True',
+                                    'False')]
     assert verdict_lines(diffs, True, 1, 1, True) == [
         'verdict: the data differ from iteration 1',
         '  why: the process layout (ranks, per-rank batch, accumulation) (world_size); the '
-        'data loader or pipeline config (config.train_dataloader.num_workers)']
+        'data loader or pipeline config (config.train_dataloader.sampler.shuffle)',
+        '  next: the process layout (ranks, per-rank batch, accumulation): train on A\'s '
+        'layout (ranks 1); another layout with the same global batch trains on the same '
+        'samples, but only 2 ranks x B and 1 process x B x accumulate 2 end bitwise equal',
+        '  next: the data loader or pipeline config: train B with A\'s values: --cfg-options '
+        'train_dataloader.sampler.shuffle=True']
     # without traced samples, a different fingerprint is the evidence
     assert verdict_lines([('data.annotations_sha256', 'a', 'b')], True, 2, None, False) == [
         'verdict: the data differ', '  why: the data files (fingerprint) '
-        '(data.annotations_sha256)']
+        '(data.annotations_sha256)',
+        '  next: the data files (fingerprint): train both on the same data files: those '
+        "listed under data: above differ (each run record holds every file's sha256)"]
 
 
 def test_same_data_on_another_layout_blames_the_layout_first():
@@ -41,18 +116,23 @@ def test_same_data_on_another_layout_blames_the_layout_first():
         'environment variables (env.OMP_NUM_THREADS)')
 
 
-def test_data_difference_with_nothing_recorded_says_so():
+def test_data_difference_with_nothing_recorded_says_how_to_find_it():
     assert verdict_lines([], True, 3, 3, True) == [
         'verdict: the data differ from iteration 3',
         '  why: nothing recorded: the same files and settings, so the data order or '
-        'augmentation is not reproducible']
+        'augmentation is not reproducible',
+        "  next: mmrepro-check CONFIG --workers-check 2 --resume-check, on the run's config: "
+        'it names the first iteration whose samples differ on a rerun, with other '
+        'num_workers or after resuming']
 
 
 def test_unexplained_divergence_was_expected_to_be_bitwise():
-    assert verdict_lines([('devices.host', 'a', 'b')], True, 2, None, True)[1] == (
+    assert verdict_lines([('devices.host', 'a', 'b')], True, 2, None, True)[1:] == [
         '  bitwise equality expected: yes: nothing recorded that changes results differs, '
-        'so an operation is nondeterministic or a setting is not recorded (run '
-        'tools/check_repro.py on the config)')
+        'so an operation is nondeterministic or a setting is not recorded',
+        "  next: mmrepro-check CONFIG --iters 2, on the run's config: it trains it twice and "
+        'names the first module whose output, gradient or weight differs, and the '
+        'nondeterministic operations met']
 
 
 def test_equal_runs():
@@ -61,7 +141,10 @@ def test_equal_runs():
     assert verdict_lines([('torch_flags.cudnn_benchmark', False, True)], False, None, None,
                          True) == [
         'verdict: the same samples in every traced iteration; bit-identical, although '
-        'settings differ: PyTorch numerics flags (torch_flags.cudnn_benchmark)']
+        'settings that can change training differ: PyTorch numerics flags '
+        '(torch_flags.cudnn_benchmark)',
+        "  next: PyTorch numerics flags: train B with A's values: --cfg-options "
+        'env_cfg.cudnn_benchmark=False']
 
 
 def test_the_seed_is_one_cause_and_inert_keys_are_set_apart():
@@ -69,17 +152,64 @@ def test_the_seed_is_one_cause_and_inert_keys_are_set_apart():
              ('env.PYTHONHASHSEED', '0', '1'), ('config.val_evaluator.metric', "'bbox'",
                                                 "'segm'"),
              ('config.default_hooks.checkpoint.interval', '1', '2'),
-             ('config.train_cfg.val_interval', '1', '3')]
+             ('config.train_cfg.val_interval', '1', '3'),
+             ('randomness.strict', False, True), ('config.randomness.warn_only', 'False',
+                                                  'True'),
+             ('torch_flags.deterministic_warn_only', False, True)]
     kept, inert, follows = sort_settings(diffs)
     assert kept == [('seed', 0, 1)]
     assert follows == {'seed': ['randomness.seed', 'config.randomness.seed',
                                 'env.PYTHONHASHSEED']}
-    assert [key for key, _, _ in inert] == ['config.val_evaluator.metric',
-                                            'config.default_hooks.checkpoint.interval',
-                                            'config.train_cfg.val_interval']
+    assert [key for key, _, _ in inert] == [
+        'config.val_evaluator.metric', 'config.default_hooks.checkpoint.interval',
+        'config.train_cfg.val_interval', 'randomness.strict', 'config.randomness.warn_only',
+        'torch_flags.deterministic_warn_only']
     # a hash seed set apart from the seed is a cause of its own
     kept, _, follows = sort_settings([('seed', 0, 1), ('env.PYTHONHASHSEED', '0', '7')])
     assert kept == [('seed', 0, 1), ('env.PYTHONHASHSEED', '0', '7')] and follows == {}
+
+
+def _record(hooks, workers='2', sample_seeding=True, imports="['mmrepro']"):
+    config = {'train_dataloader.num_workers': workers, 'custom_imports.imports': imports}
+    for i, (kind, options) in enumerate(hooks):
+        config[f'custom_hooks.{i}.type'] = repr(kind)
+        config.update({f'custom_hooks.{i}.{k}': repr(v) for k, v in options.items()})
+    return dict(config=config, randomness=dict(sample_seeding=sample_seeding))
+
+
+def test_the_records_show_workers_and_the_checks_hooks_inert():
+    """A check's child config: ReproducibilityHook traced at every step, a stop hook."""
+    baseline = _record([('ReproducibilityHook', {}), ('EMAHook', dict(momentum=0.1))],
+                       imports="['support.plugin']")
+    child = _record([('ReproducibilityHook', dict(trace_interval=1)),
+                     ('EMAHook', dict(momentum=0.1)),
+                     ('CheckReproStopHook', dict(max_iters=8))], workers='0',
+                    imports="['support.plugin', 'mmrepro']")
+    diffs = [('config.train_dataloader.num_workers', '2', '0'),
+             ('config.custom_hooks.0.trace_interval', MISSING, '1'),
+             ('config.custom_hooks.2.type', MISSING, "'CheckReproStopHook'"),
+             ('config.custom_hooks.2.max_iters', MISSING, '8'),
+             ('config.custom_imports.imports', "['support.plugin']",
+              "['support.plugin', 'mmrepro']")]
+    assert inert_by_records(diffs, baseline, child) == {key for key, _, _ in diffs}
+    kept, inert, _ = sort_settings(diffs, (baseline, child))
+    assert kept == [] and inert == diffs
+    assert sort_settings(diffs)[0] == diffs  # without the records nothing shows them inert
+
+
+def test_workers_matter_where_a_run_keeps_mmengines_worker_seeding():
+    diffs = [('config.train_dataloader.num_workers', '2', '0')]
+    assert inert_by_records(diffs, _record([]), _record([], '0', sample_seeding=False)) == set()
+
+
+def test_another_hook_in_the_same_place_can_change_training():
+    a = _record([('ReproducibilityHook', {}), ('EMAHook', dict(momentum=0.1))])
+    b = _record([('ReproducibilityHook', {}), ('EMAHook', dict(momentum=0.2))])
+    diffs = [('config.custom_hooks.1.momentum', '0.1', '0.2')]
+    assert inert_by_records(diffs, a, b) == set()
+    b = _record([], imports="['mmrepro', 'my.plugin']")
+    diffs = [('config.custom_imports.imports', "['mmrepro']", "['mmrepro', 'my.plugin']")]
+    assert inert_by_records(diffs, a, b) == set()
 
 
 def test_settings_alone_differ_when_no_outcome_compares():
@@ -88,4 +218,8 @@ def test_settings_alone_differ_when_no_outcome_compares():
         'verdict: settings that change training differ: the data files (fingerprint) '
         '(data.annotations_sha256); library versions (versions.torch)',
         '  no outcome was compared: the runs hold no common logged or traced iteration and '
-        'no common weights']
+        'no common weights',
+        '  next: the data files (fingerprint): train both on the same data files: those '
+        "listed under data: above differ (each run record holds every file's sha256)",
+        "  next: library versions: install A's versions (its run record lists them): pip "
+        'install torch==2.1.2']
