@@ -1,33 +1,42 @@
-"""``mmrepro-check CONFIG --against BASELINE``: does this machine reproduce a team's baseline?
+"""``mmrepro-check [CONFIG] --against BASELINE``: does this machine reproduce a baseline?
+
+Without CONFIG the baseline's own config is trained: the config dump of its first log
+dir, copied into the check's work dir.
 
 1. **Before training**, this environment and config are compared with the baseline's run
    record (:mod:`.predicted`): what will keep the runs apart is listed, most decisive
-   first; a config or data difference stops the check (status 1) unless ``go_on``.
+   first, each with its fix; a config or data difference (a config without a seed
+   included: the check would pin the baseline's, a real run draws one) stops the check
+   (status 1) unless ``go_on``.
 2. **Then** the config is trained here, on this machine's layout (its global batch
    matched to the baseline's with ``accumulative_counts`` where needed), through the
    baseline's first traced optimizer steps, or from one of its checkpoints
    (``resume_from``) to its next traced step; every step is traced.
 3. The traces are compared step by step (:func:`mmrepro.trace.compare.compare_steps`:
    samples, every micro-batch's losses, the applied gradients, the weights after the
-   step), and the verdict says the baseline is reproduced bit for bit through iteration
-   ``k`` (status 0), or where the data or the numerics part and why (status 1).
+   step), and the verdict (:mod:`.against_verdict`) says the baseline is reproduced
+   bit for bit through iteration ``k`` (status 0), or where the data or the numerics
+   part and why (status 1), followed by the next step for each cause.
 """
 from __future__ import annotations
 
 import contextlib
+import glob
 import io
-import os
 import os.path as osp
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..data.global_stream import Layout, global_batch_fix
+from ..record.run_record import RECORD_NAME
 from ..resume.checkpoint_io import peek
 from ..run.config import ConfigError
 from ..trace import TRACE_NAME, read_trace
-from ..trace.compare import TraceDiff, compare_steps, step_lines
+from ..trace.compare import compare_steps, step_lines
 from . import runs
+from .against_verdict import fix_steps, judge, seed_obstacle
 from .predicted import (
     Obstacle,
     layout_of_record,
@@ -36,8 +45,23 @@ from .predicted import (
     predicted_record,
     rank_averaging_module,
 )
+from .real_runs import Cause, cause_lines, real_run_causes
 from .run_data import RunData, load_run
-from .runs import DEFAULT_ITERS, IN_PROCESS_LOCK, PROG, Run, check_launch, load_config, train
+from .runs import (
+    DEFAULT_ITERS,
+    IN_PROCESS_LOCK,
+    PROG,
+    Run,
+    check_launch,
+    load_config,
+    prepare_work_dir,
+    previous_check,
+    progress,
+    train,
+)
+
+#: Where a check without CONFIG keeps the baseline's config dump it trains.
+BASELINE_CONFIG = 'baseline_config.py'
 
 
 @dataclass
@@ -45,19 +69,20 @@ class AgainstOptions:
     """What to check against which baseline.
 
     Attributes:
-        config: The train config file.
+        config: The train config file (None: the baseline's own, its config dump).
         baseline: The baseline's work dir (or log dir) or bundle.
         steps: Optimizer steps to train (None: the baseline's traced steps up to
             :data:`~mmrepro.checks.runs.DEFAULT_ITERS`, or to its next traced step
             after ``resume_from``).
         resume_from: One of the baseline's checkpoints to start from.
         go_on: Train although the config or the data differ.
-        work_dir: Where the run goes (None: ``work_dirs/check_against/<config name>``).
+        work_dir: Where the run goes (None: ``work_dirs/check_against/<config name>``, or
+            the baseline's name where ``config`` is None).
         cfg_options: ``KEY=VALUE`` overrides, as for ``tools/train.py``.
         nproc: Processes launched by torchrun (0: one process, no launcher).
     """
 
-    config: str
+    config: Optional[str]
     baseline: str
     steps: Optional[int] = None
     resume_from: Optional[str] = None
@@ -92,6 +117,9 @@ class AgainstResult:
             training), 3 nothing to compare.
         verdict: The verdict line.
         obstacles: What the comparison before training found.
+        causes: What real runs of the config do that the check's run did not
+            (:func:`~mmrepro.checks.real_runs.real_run_causes`).
+        next_steps: The ``next:`` lines said after the verdict.
         trained: Whether a run was trained.
         steps: The optimizer steps compared.
         log_dir: The check run's log dir.
@@ -101,6 +129,8 @@ class AgainstResult:
     status: int = 0
     verdict: str = ''
     obstacles: List[Obstacle] = field(default_factory=list)
+    causes: List[Cause] = field(default_factory=list)
+    next_steps: List[str] = field(default_factory=list)
     trained: bool = False
     steps: List[int] = field(default_factory=list)
     log_dir: Optional[str] = None
@@ -113,6 +143,8 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
     Raises:
         ConfigError: The config cannot be loaded, or no layout here gives the baseline's
             global batch (nothing is written).
+        ValueError: The baseline holds nothing to compare, or the work dir holds files
+            no check wrote (nothing is written).
         RunRecordError, TraceError, BundleError: The baseline cannot be read.
         RuntimeError: The training run failed (the message names its log).
     """
@@ -128,30 +160,43 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
                          'optimizer-step records (written by an earlier mmrepro release); '
                          'train the baseline with this release, or compare two runs with '
                          'mmrepro-diff')
+    config = options.config or baseline_config(baseline)
+    work_dir = options.work_dir or osp.join('work_dirs', 'check_against', _stem(
+        options.config or options.baseline))
+    previous_check(work_dir)
     world = max(options.nproc, 1)
     base_layout = layout_of_record(baseline.record)
     cfg_options = list(options.cfg_options)
-    cfg = load_config(options.config, cfg_options, None, prog=PROG)
+    cfg = load_config(config, cfg_options, None, prog=PROG)
     layout = predicted_layout(cfg, world)
     if base_layout is not None and base_layout.global_batch != layout.global_batch:
         cfg_options.append(_matching_accumulation(base_layout, layout))
-        cfg = load_config(options.config, cfg_options, world, prog=PROG)
+        cfg = load_config(config, cfg_options, world, prog=PROG)
         layout = predicted_layout(cfg, world)
     seed = (cfg.get('randomness') or {}).get('seed')  # None: the baseline's is pinned
-    say(f'{PROG}: {options.config} against {options.baseline} (seed '
-        f"{baseline.record.get('seed')}, {_layout_text(base_layout)})")
+    base_seed = baseline.record.get('seed')
+    shown = options.config or "the baseline's config " \
+        f'({osp.relpath(config, osp.dirname(baseline.log_dir))})'
+    say(f'{PROG}: {shown} against {options.baseline} (seed {base_seed}, '
+        f'{_layout_text(base_layout)})')
     say(f'  this run: {_layout_text(layout)}')
     result = AgainstResult()
     result.obstacles = obstacles(baseline.record, _predicted(cfg, world, baseline), layout,
                                  pinned_seed=seed is None, sync_bn='SyncBN' in cfg.pretty_text,
                                  averaging=rank_averaging_module(cfg.model))
+    if seed is None:
+        result.obstacles.insert(0, seed_obstacle(base_seed))
     _say_obstacles(result.obstacles, say)
+    result.causes = real_run_causes(cfg, None)
+    for line in cause_lines(result.causes):
+        say(line)
     blocking = [o for o in result.obstacles if o.blocking]
     if blocking and not options.go_on:
         result.status = 1
         result.verdict = (f'{blocking[0].kind} differs (before training): {blocking[0].text}; '
                           'pass --go-on to train and compare anyway')
-        say(f'verdict: {result.verdict}')
+        result.next_steps = fix_steps(blocking)
+        _say_verdict(result, say)
         return result
     start, stop = _span(baseline, options)
     result.steps = [line['iter'] for line in step_lines(baseline.trace[1])
@@ -159,18 +204,50 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
     if not result.steps:
         raise ValueError(f'--against {options.baseline!r}: the baseline traced no optimizer '
                          f'step in {start + 1}..{stop}; choose --iters to reach one')
-    train_seed = baseline.record.get('seed') if seed is None else seed
-    result.log_dir, result.seconds = _train(options, cfg, cfg_options, train_seed, layout,
-                                            start, stop, say)
+    train_seed = base_seed if seed is None else seed
+    result.log_dir, result.seconds = _train(options, config, work_dir, cfg, cfg_options,
+                                            train_seed, layout, start, stop, say)
     result.trained = True
     lines = read_trace(osp.join(result.log_dir, TRACE_NAME))[1]
     wanted = set(result.steps)
     diff = compare_steps([line for line in baseline.trace[1] if line.get('step') in wanted],
                          [line for line in lines if line.get('step') in wanted])
-    result.status, result.verdict = _verdict(diff, baseline, options.baseline,
-                                             result.obstacles)
-    say(f'verdict: {result.verdict}')
+    result.status, result.verdict, result.next_steps = judge(
+        diff, baseline, options.baseline, result.obstacles, result.causes,
+        base_seed if seed is None else None,
+        options.config or osp.join(work_dir, BASELINE_CONFIG))
+    _say_verdict(result, say)
     return result
+
+
+def baseline_config(baseline: RunData) -> str:
+    """The config dump the baseline started from: its first log dir's (the log dir's,
+    where one log dir was given).
+
+    Raises:
+        ValueError: The baseline holds no config dump.
+    """
+    if osp.isfile(osp.join(baseline.path, RECORD_NAME)):
+        log_dirs = [baseline.log_dir]
+    else:
+        log_dirs = sorted(osp.dirname(p) for p in glob.glob(osp.join(
+            glob.escape(osp.dirname(baseline.log_dir)), '*', RECORD_NAME)))
+    for log_dir in log_dirs:
+        dump = osp.join(log_dir, 'vis_data', 'config.py')
+        if osp.isfile(dump):
+            return dump
+    raise ValueError(f'--against {baseline.path!r}: the baseline holds no config dump '
+                     '(vis_data/config.py in its log dir), so there is no config to train; '
+                     f'give it: mmrepro-check CONFIG --against {baseline.path}')
+
+
+def _stem(path: str) -> str:
+    """A config's or a baseline's name, for the default work dir."""
+    name = osp.basename(osp.normpath(path))
+    for suffix in ('.tar.gz', '.tgz', '.py'):
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
 
 
 def _matching_accumulation(base: Layout, layout: Layout) -> str:
@@ -213,8 +290,17 @@ def _say_obstacles(found: List[Obstacle], say: Callable[..., None]) -> None:
         return
     say(f'before training: {len(found)} difference(s) from the baseline, most decisive '
         'first:')
-    for obstacle in found:
+    for i, obstacle in enumerate(found):
         say(f'  {obstacle.kind}: {obstacle.text}')
+        if obstacle.fix and (i + 1 == len(found) or found[i + 1].fix != obstacle.fix):
+            say(f'    fix: {obstacle.fix}')  # once for a run of obstacles with one fix
+
+
+def _say_verdict(result: AgainstResult, say: Callable[..., None]) -> None:
+    """The verdict line, then its ``next:`` lines."""
+    say(f'verdict: {result.verdict}')
+    for step in result.next_steps:
+        say(step)
 
 
 def _span(baseline: RunData, options: AgainstOptions) -> Tuple[int, int]:
@@ -234,28 +320,30 @@ def _span(baseline: RunData, options: AgainstOptions) -> Tuple[int, int]:
     return start, later[0] if later else start + 1
 
 
-def _train(options: AgainstOptions, cfg: Any, cfg_options: List[str], seed: Any,
-           layout: Layout, start: int, stop: int,
+def _train(options: AgainstOptions, config: str, work_dir: str, cfg: Any,
+           cfg_options: List[str], seed: Any, layout: Layout, start: int, stop: int,
            say: Callable[..., None]) -> Tuple[str, float]:
     """Write the child config and train it with ``seed`` (the config's own, or the
     baseline's where the config has none); return its log dir and the wall time."""
-    work_dir = options.work_dir or osp.join(
-        'work_dirs', 'check_against', osp.splitext(osp.basename(options.config))[0])
-    os.makedirs(work_dir, exist_ok=True)
+    prepare_work_dir(work_dir, say)
+    if options.config is None:  # the baseline's dump, kept beside the run that uses it
+        config = shutil.copy(config, osp.join(work_dir, BASELINE_CONFIG))
+        say(f"  the baseline's config: {config}")
     child = osp.join(work_dir, 'check_against_config.py')
     what = (f'optimizer steps {start + 1}..{stop} from {options.resume_from}'
             if options.resume_from else f'optimizer steps 1..{stop}')
     with open(child, 'w') as f:
-        f.write(child_config(cfg, options.config, options.baseline, what,
+        f.write(child_config(cfg, config, options.baseline, what,
                              seed, stop * layout.micro))
     args = ['--resume', options.resume_from] if options.resume_from else []
-    say(f'training {what} here ({stop - start} step(s) of {layout.micro} micro-batch(es)) '
-        '...', end=' ', flush=True)
+    say(f'training {what} here ({stop - start} step(s) of {layout.micro} micro-batch(es)): '
+        f'iterations {start * layout.micro + 1}..{stop * layout.micro}', flush=True)
     begin = time.perf_counter()
     log_dir = train(Run('against', what, args=args), child, work_dir, cfg_options,
-                    options.nproc)
+                    options.nproc, on_iteration=progress(say, stop * layout.micro,
+                                                         start * layout.micro))
     seconds = time.perf_counter() - begin
-    say(f'{seconds:.1f} s')
+    say(f'  done in {seconds:.1f} s')
     return log_dir, seconds
 
 
@@ -266,42 +354,3 @@ def child_config(cfg: Any, config: str, baseline: str, what: str, seed: Any,
                              f'{what}; every optimizer step traced, without validation or '
                              'checkpoints.', dict(trace_interval=1), stop_iter, 10**9,
                              dict(seed=seed))
-
-
-def _sample(entry: Optional[str]) -> str:
-    """A sample's name from its digest entry (``'img_id=3 <digest>'``)."""
-    if not entry:
-        return 'missing'
-    return entry.rsplit(' ', 1)[0] if ' ' in entry else 'unnamed'
-
-
-def _verdict(diff: TraceDiff, baseline: RunData, name: str,
-             found: List[Obstacle]) -> Tuple[int, str]:
-    """``(status, verdict line)`` of a step comparison."""
-    iters = {line['iter']: line['run_iter'] for line in step_lines(baseline.trace[1])}
-
-    def at(step: int) -> int:
-        return iters.get(step, step)
-    if not diff.common:
-        return 3, 'inconclusive: no optimizer step was traced in both runs'
-    if diff.data_iteration is not None:
-        slot, a, b = diff.data_first
-        why = '; '.join(o.text for o in found if o.kind in ('data', 'config')) or (
-            'nothing recorded differs, so the data order or augmentation is not '
-            'reproducible here')
-        return 1, (f'data differs from iteration {at(diff.data_iteration)}: sample {slot} of '
-                   f'the global batch ({_sample(a)} in the baseline, {_sample(b)} here), '
-                   f'because {why}')
-    if diff.identical:
-        return 0, (f'reproduces {name} bit for bit through iteration {at(diff.common[-1])} '
-                   f'({len(diff.common)} traced optimizer step(s): samples, losses, '
-                   'gradients and weights)')
-    section, where = diff.culprit() or ('losses', '?')
-    causes = '; '.join(o.text for o in found) or (
-        'none (an operation is nondeterministic, or a setting is not recorded: run '
-        'mmrepro-check CONFIG on its own)')
-    what = 'loss' if section == 'losses' else {'grad': 'gradient', 'weight': 'weight',
-                                               'buffer': 'buffer'}.get(section, section)
-    module = where.rsplit('.', 1)[0] if section != 'losses' else where
-    return 1, (f'numerics differ from iteration {at(diff.iteration)}: first module '
-               f'{module} ({what} of {where}); recorded causes: {causes}')

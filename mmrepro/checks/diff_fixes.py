@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..record.run_record import MISSING
 
-__all__ = ['FIXES', 'assignment', 'next_steps']
+__all__ = ['FIXES', 'FLAG_SETTINGS', 'NOT_PIP', 'absent', 'assignment', 'next_steps']
 
 Diff = Tuple[str, Any, Any]
 #: Assignments shown in one line; the rest are counted (every key is listed above it).
@@ -22,12 +22,12 @@ _SHOWN = 4
 #: ``randomness.cpu_isa`` for each kernel set PyTorch reports, from the narrowest.
 _ISA = (('default', ('DEFAULT', 'NO AVX')), ('avx2', ('AVX2',)), ('avx512', ('AVX512',)))
 #: Versions that are not pip packages: what brings them.
-_NOT_PIP = {'python': 'python {}', 'cuda': 'the torch build for CUDA {}',
+NOT_PIP = {'python': 'python {}', 'cuda': 'the torch build for CUDA {}',
             'cudnn': 'the torch build with cuDNN {}', 'mmrepro': 'mmrepro {}'}
 #: The libraries ``numerics.libraries`` names, as they are called.
 _LIBRARIES = {'mkl': 'MKL', 'onednn': 'oneDNN', 'nccl': 'NCCL'}
 #: Where each recorded PyTorch flag is set.
-_FLAG_SETTINGS = {
+FLAG_SETTINGS = {
     'deterministic_algorithms': 'randomness.deterministic',
     'cudnn_deterministic': 'randomness.deterministic',
     'fill_uninitialized_memory': 'randomness.fill_uninitialized_memory',
@@ -35,7 +35,8 @@ _FLAG_SETTINGS = {
 }
 
 
-def _absent(value: Any) -> bool:
+def absent(value: Any) -> bool:
+    """Whether a recorded value stands for nothing (None, or a key one record lacks)."""
     return value is None or value is MISSING or value == MISSING
 
 
@@ -101,7 +102,7 @@ def _layout(diffs: Sequence[Diff]) -> str:
              'config.optim_wrapper.accumulative_counts': 'accumulative_counts'}
     shown: Dict[str, str] = {}
     for key, a, _ in diffs:
-        if key in names and not _absent(a):
+        if key in names and not absent(a):
             shown.setdefault(names[key], str(a).strip("'"))
     what = ', '.join(f'{name} {value}' for name, value in shown.items()) or ', '.join(
         key for key, _, _ in diffs[:_SHOWN])
@@ -119,7 +120,7 @@ def _augmentation(diffs: Sequence[Diff]) -> str:
     parts = []
     for key, a, _ in diffs:
         if key == 'versions.albumentations':
-            parts.append('pip uninstall albumentations' if _absent(a)
+            parts.append('pip uninstall albumentations' if absent(a)
                          else f'pip install albumentations=={a}')
     if any(key.startswith('pipeline_generators') for key, _, _ in diffs):
         parts.append("make the pipeline's transforms draw from np.random, random or torch's "
@@ -130,7 +131,7 @@ def _augmentation(diffs: Sequence[Diff]) -> str:
 def _code(diffs: Sequence[Diff]) -> str:
     values = {key: a for key, a, _ in diffs}
     parts = []
-    if not _absent(values.get('code.git.commit')):
+    if not absent(values.get('code.git.commit')):
         parts.append(f"git checkout {values['code.git.commit']}")
     if 'code.git.diff_sha256' in values or 'code.git.dirty' in values:
         parts.append("the same uncommitted changes as A (git diff HEAD; compare with A's "
@@ -146,7 +147,7 @@ def _gpu(diffs: Sequence[Diff]) -> str:
     parts = []
     if any(key.startswith('numerics.amp.') for key, _, _ in diffs):
         dtype = next((a for key, a, _ in diffs if key == 'numerics.amp.dtype'), None)
-        amp = f'dtype {dtype}' if not _absent(dtype) else 'no AMP'
+        amp = f'dtype {dtype}' if not absent(dtype) else 'no AMP'
         parts.append(f"train with A's AMP setting in optim_wrapper ({amp})")
     if any(not key.startswith('numerics.amp.') for key, _, _ in diffs):
         parts.append("train on A's GPU model and driver; other GPU models round otherwise, "
@@ -160,10 +161,10 @@ def _versions(diffs: Sequence[Diff]) -> str:
         name = key.rsplit('.', 1)[1]
         if key.startswith('numerics.libraries.'):
             other.append(f'{_LIBRARIES.get(name, name)} {a} (it comes with the torch build)')
-        elif _absent(a):
+        elif absent(a):
             remove.append(name)
-        elif name in _NOT_PIP:
-            other.append(_NOT_PIP[name].format(a))
+        elif name in NOT_PIP:
+            other.append(NOT_PIP[name].format(a))
         else:
             pip.append(f'{name}=={a}')
     parts = [f'pip install {" ".join(pip)}'] if pip else []
@@ -175,7 +176,7 @@ def _flags(diffs: Sequence[Diff]) -> str:
     options, script = [], []
     for key, a, _ in diffs:
         flag = key.split('.', 1)[1]
-        setting = _FLAG_SETTINGS.get(flag)
+        setting = FLAG_SETTINGS.get(flag)
         if setting is not None and assignment(setting, a) not in options:
             options.append(assignment(setting, a))
         elif setting is None:
@@ -203,16 +204,16 @@ def _cpu(diffs: Sequence[Diff]) -> str:
 
 def _threads(diffs: Sequence[Diff]) -> str:
     count = next((a for key, a, _ in diffs if key == 'devices.torch_threads'), None)
-    if _absent(count):
+    if absent(count):
         count = next((a for key, a, _ in diffs if key.startswith('env.')
-                      and not _absent(a)), 'N')
+                      and not absent(a)), 'N')
     return (f'pin the count in both configs: randomness.threads={count} (A\'s count), or '
             f'set OMP_NUM_THREADS={count} before training')
 
 
 def _env(diffs: Sequence[Diff]) -> str:
-    sets = [f'{key.split(".", 1)[1]}={a}' for key, a, _ in diffs if not _absent(a)]
-    unsets = [key.split('.', 1)[1] for key, a, _ in diffs if _absent(a)]
+    sets = [f'{key.split(".", 1)[1]}={a}' for key, a, _ in diffs if not absent(a)]
+    unsets = [key.split('.', 1)[1] for key, a, _ in diffs if absent(a)]
     parts = [f'export {_counted(sets)}'] if sets else []
     parts += [f'unset {" ".join(unsets)}'] if unsets else []
     return 'set the variables as A had them: ' + '; '.join(parts)

@@ -18,6 +18,7 @@ from ..record.fingerprint import data_fingerprint
 from ..record.numerics import amp_record
 from ..record.run_record import diff_records, flatten_config
 from ..run.enable import HOOK_NAMES
+from .baseline_fixes import key_fix, layout_fix
 from .diff_verdict import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings
 
 #: The kinds of obstacle, most decisive first; the first two block the check.
@@ -33,11 +34,13 @@ _KIND_OF = {
     'library versions': 'library versions',
     LAYOUT_CAUSE: 'layout',
 }
-#: Record keys a check run differs in by design, or that name the process layout (judged
-#: on its own: :func:`layout_obstacle`).
+#: Record keys a check run differs in by design, that name the process layout (judged
+#: on its own: :func:`layout_obstacle`), or that set the thread count (judged by the
+#: count itself, ``devices.torch_threads``, which the prediction sets from them).
 _EXPECTED = ('config_sha256', 'world_size', 'backend', 'launcher', 'config.launcher',
              'config.resume', 'config.load_from', 'config.train_dataloader.batch_size',
-             'config.optim_wrapper.accumulative_counts', 'config.randomness.global_batch')
+             'config.optim_wrapper.accumulative_counts', 'config.randomness.global_batch',
+             'randomness.threads', 'config.randomness.threads')
 _EXPECTED_PREFIXES = ('layout.', 'ddp.', 'audit', 'code.git', 'devices.host',
                       'devices.platform', 'devices.cpu_count', 'numerics.cpu.model',
                       'env.PYTHONHASHSEED', 'env.CUDA_VISIBLE_DEVICES',
@@ -53,10 +56,13 @@ class Obstacle:
     Attributes:
         kind: One of :data:`KINDS`.
         text: What differs, e.g. ``devices.torch_threads: 2 vs 1``.
+        fix: The setting or command that removes it
+            (:mod:`~mmrepro.checks.baseline_fixes`).
     """
 
     kind: str
     text: str
+    fix: str = ''
 
     @property
     def blocking(self) -> bool:
@@ -205,7 +211,7 @@ def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layou
     """
     diffs = diff_records(_comparable(baseline, pinned_seed), _comparable(predicted,
                                                                          pinned_seed))
-    kept, _, _ = sort_settings(diffs)
+    kept, _, _ = sort_settings(diffs, (baseline, predicted))
     threads = any(key == 'devices.torch_threads' for key, _, _ in kept)
     kept = [d for d in kept if d[0] not in _EXPECTED and not d[0].startswith(
         _EXPECTED_PREFIXES) and (threads or d[0] not in _THREAD_KEYS)]
@@ -219,11 +225,11 @@ def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layou
         for key in keys:
             a, b = values[key]
             found.append(Obstacle(kind, f'{cause}: {key}: {_short(a)} in the baseline, '
-                                        f'{_short(b)} here'))
-    layout_problem = layout_obstacle(layout_of_record(baseline), layout, sync_bn,
-                                     averaging)
+                                        f'{_short(b)} here', key_fix(key, a)))
+    base_layout = layout_of_record(baseline)
+    layout_problem = layout_obstacle(base_layout, layout, sync_bn, averaging)
     if layout_problem:
-        found.append(Obstacle('layout', layout_problem))
+        found.append(Obstacle('layout', layout_problem, layout_fix(base_layout)))
     return sorted(found, key=lambda o: KINDS.index(o.kind))
 
 

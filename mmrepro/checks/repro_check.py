@@ -3,16 +3,23 @@
 Each run is ``tools/train.py`` in a subprocess (:mod:`.runs`) on a generated child config
 that inherits the given one and changes only what the check needs: the training loop is
 left as it is and :class:`~mmrepro.hooks.CheckReproStopHook` ends the process after
-``iters`` iterations; validation is off, the logger writes every iteration, checkpoints
-are saved by iteration, the trace (:mod:`mmrepro.trace`) records every iteration, a seed
-is pinned if the config has none, and in deterministic mode ``randomness.warn_only=True``
-makes PyTorch report its nondeterministic operations instead of stopping at the first
-one. Optionally a third run resumes the first from its middle checkpoint
-(``resume_check``) and a fourth uses another ``num_workers`` (``workers_check``).
+``iters`` iterations; validation is off, the logger writes every iteration (each is
+reported as it is trained), checkpoints are saved by iteration, the trace
+(:mod:`mmrepro.trace`) records every iteration, a seed is pinned if the config has none,
+and in deterministic mode ``randomness.warn_only=True`` makes PyTorch report its
+nondeterministic operations instead of stopping at the first one. Optionally a third run
+resumes the first from its middle checkpoint (``resume_check``) and a fourth uses
+another ``num_workers`` (``workers_check``).
+
+The runs are compared, and what real runs of the config would do that the check's did
+not (no seed, ``deterministic=False``, an operation a real run stops at:
+:mod:`.real_runs`) keeps the config from being called reproducible. Every cause comes
+with a ``next:`` line saying what removes it. The work dir is the check's own (a
+previous check's is replaced, any other non-empty directory refused), and its
+checkpoints are deleted once compared, but the one a diverging resume run started from.
 """
 from __future__ import annotations
 
-import os
 import os.path as osp
 import time
 from dataclasses import dataclass, field
@@ -20,8 +27,11 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ..record.run_record import diff_records, load_run_record
 from ..trace import TRACE_NAME, compare_traces, describe_diff, read_trace
+from ..trace.compare import TraceDiff
 from . import runs
+from .diff_verdict import unkeyed_generators
 from .nondeterminism import report_nondeterminism
+from .real_runs import Cause, cause_lines, real_run_causes
 from .runs import (
     DEFAULT_ITERS,
     PROG,
@@ -29,6 +39,10 @@ from .runs import (
     check_launch,
     deterministic,
     load_config,
+    prepare_work_dir,
+    previous_check,
+    progress,
+    remove_checkpoints,
     seed_of,
     train,
 )
@@ -46,6 +60,8 @@ class CheckOptions:
         resume_check: Also resume the first run from its middle checkpoint.
         workers_check: Also train with ``train_dataloader.num_workers`` set to this.
         nproc: Processes per run launched by torchrun (0: one process, no launcher).
+        keep_checkpoints: Keep the runs' checkpoints (False: delete them once compared,
+            but the one a diverging resume run started from).
     """
 
     config: str
@@ -55,6 +71,7 @@ class CheckOptions:
     resume_check: bool = False
     workers_check: Optional[int] = None
     nproc: int = 0
+    keep_checkpoints: bool = True
 
     def validate(self) -> None:
         """Check the options before anything is trained.
@@ -77,12 +94,16 @@ class CheckResult:
     """What a check found.
 
     Attributes:
-        status: The exit status: 0 every comparison bit-identical, 1 a run diverged.
+        status: The exit status: 0 every comparison bit-identical and real runs of the
+            config reproducible, 1 a run diverged or real runs would not be reproducible.
         work_dir: Where the runs are.
         log_dirs: Run name -> its log dir.
-        failed: Descriptions of the runs that diverged.
+        failed: Descriptions of the runs that diverged (and of an unkeyed generator).
         alerts: PyTorch operation -> the runs that hit it.
         audit: The mmcv op audit's entries, or an error string.
+        causes: What real runs of the config do that the check's runs did not
+            (:func:`~mmrepro.checks.real_runs.real_run_causes`).
+        next_steps: The ``next:`` line of each divergence.
     """
 
     status: int = 0
@@ -91,6 +112,8 @@ class CheckResult:
     failed: List[str] = field(default_factory=list)
     alerts: Dict[str, List[str]] = field(default_factory=dict)
     audit: Any = None
+    causes: List[Cause] = field(default_factory=list)
+    next_steps: List[str] = field(default_factory=list)
 
 
 def child_config(cfg: Any, config: str, iters: int, ckpt_interval: int) -> str:
@@ -137,21 +160,24 @@ def run_check(options: CheckOptions, say: Callable[..., None] = print) -> CheckR
 
     Raises:
         ConfigError: The config cannot be loaded or is invalid (nothing was written).
+        ValueError: The work dir holds files no check wrote (nothing was written).
         RuntimeError: A training run failed (the message names its log).
     """
     # Checked before anything is written or trained.
     cfg = load_config(options.config, options.cfg_options, options.nproc or 1)
     options.work_dir = options.work_dir or osp.join(
         'work_dirs', 'check_repro', osp.splitext(osp.basename(options.config))[0])
-    os.makedirs(options.work_dir, exist_ok=True)
+    previous_check(options.work_dir)
     ckpt_interval = max(options.iters // 2, 1) if options.resume_check else options.iters
+    seed = (cfg.get('randomness') or {}).get('seed')
+    say(f'{PROG}: {options.config}: {options.iters} iteration(s) per run, traced at every '
+        f'iteration; seed {seed_of(cfg)}'
+        f'{" (the config has none: the check pins it)" if seed is None else ""}, '
+        f'deterministic={deterministic(cfg)}')
+    prepare_work_dir(options.work_dir, say)
     child = osp.join(options.work_dir, 'check_repro_config.py')
     with open(child, 'w') as f:
         f.write(child_config(cfg, options.config, options.iters, ckpt_interval))
-    seed = (cfg.get('randomness') or {}).get('seed')
-    say(f'{PROG}: {options.config}: {options.iters} iteration(s) per run, traced at every '
-        f'iteration; seed {seed_of(cfg)}{" (the config has none)" if seed is None else ""}, '
-        f'deterministic={deterministic(cfg)}')
     say(f'  work dir: {options.work_dir} (child config {child})')
     if options.nproc:
         say(f'  every run: {options.nproc} processes launched by torch.distributed.run')
@@ -159,12 +185,15 @@ def run_check(options: CheckOptions, say: Callable[..., None] = print) -> CheckR
     result = CheckResult(work_dir=options.work_dir)
     logs: Dict[str, str] = {}
     for i, run in enumerate(runs, 1):
+        first = options.iters // 2 if run.name == 'resume' else 0
+        say(f'[{i}/{len(runs)}] {run.name} ({run.description}): iterations '
+            f'{first + 1}..{options.iters}', flush=True)
         start = time.perf_counter()
-        say(f'[{i}/{len(runs)}] {run.name} ({run.description}) ...', end=' ', flush=True)
         result.log_dirs[run.name] = train(run, child, options.work_dir, options.cfg_options,
-                                          options.nproc)
+                                          options.nproc,
+                                          on_iteration=progress(say, options.iters, first))
         logs[run.name] = osp.join(options.work_dir, f'{run.name}.log')
-        say(f'{time.perf_counter() - start:.1f} s')
+        say(f'  done in {time.perf_counter() - start:.1f} s')
     header, lines_a = read_trace(osp.join(result.log_dirs['run_a'], TRACE_NAME))
     say()
     for run in runs[1:]:
@@ -183,15 +212,118 @@ def run_check(options: CheckOptions, say: Callable[..., None] = print) -> CheckR
             result.failed.append(f'{run.name} ({run.description}) ' + (
                 f'diverges at iteration {diff.iteration}' if diff.common else
                 'has no iteration in common with run_a'))
+            result.next_steps.append(divergence_step(run, diff, lines, options))
     say()
     found: Dict[str, Any] = {}
     for line in report_nondeterminism(cfg, logs, found):
         say(line)
     result.alerts, result.audit = found['alerts'], found['audit']
+    for line in _generator_lines(result):
+        say(line)
+    result.causes = real_run_causes(cfg, seed_of(cfg), alerts=result.alerts)
+    lines = cause_lines(result.causes)
+    if lines:
+        say()
+    for line in lines:
+        say(line)
     say()
-    if result.failed:
-        say(f'result: NOT REPRODUCIBLE: {"; ".join(result.failed)}')
-        result.status = 1
-    else:
-        say(f'result: REPRODUCIBLE: {len(runs) - 1} comparison(s) bit-identical')
+    if not options.keep_checkpoints:
+        say(_remove_checkpoints(options, result))
+    _say_result(result, len(runs) - 1, options, say)
     return result
+
+
+def divergence_step(run: Run, diff: TraceDiff, lines: List[str], options: CheckOptions) -> str:
+    """The next step after ``run`` diverged from ``run_a``: what to look at and fix."""
+    root = options.work_dir
+    compare = f'mmrepro-diff {osp.join(root, "run_a")} {osp.join(root, run.name)} shows ' \
+        'every difference'
+    if not diff.common:
+        return (f'next: {run.name}: it traced no iteration run_a traced; read '
+                f'{osp.join(root, run.name + ".log")}')
+    source = _SOURCES.get(run.name.rstrip('0123456789'), _SOURCES['run_b'])
+    if diff.data_iteration is not None:
+        return (f'next: {run.name}: the samples differ from iteration {diff.data_iteration}: '
+                f'the data order or augmentation depends on {source}; draw from np.random, '
+                f"random or torch's default generator (mmrepro keys them); {compare}")
+    first = [line.split('first difference: ', 1)[1] for line in lines
+             if 'first difference: ' in line]
+    where = first[0] if first else f'iteration {diff.iteration}'
+    step = (f'next: {run.name}: {where} differs with the same samples: it depends on '
+            f'{source}, or runs an operation that is not deterministic; make it '
+            f'deterministic; {compare}')
+    if run.name == 'resume':
+        ckpt = run.args[1]
+        step += (f'; {ckpt} is kept to reproduce it: mmrepro-train '
+                 f'{osp.join(root, "check_repro_config.py")} --work-dir DIR --resume {ckpt}')
+    return step
+
+
+#: What a run's divergence depends on, by run name (a workers run by its prefix).
+_SOURCES = {
+    'run_b': 'something no seed reaches (a generator of its own, os.urandom, the clock)',
+    'resume': "state the checkpoint does not hold (a module's or hook's own counter, cache "
+              'or generator)',
+    'workers': 'the worker process (per-worker state, a generator of its own)',
+}
+
+
+def _remove_checkpoints(options: CheckOptions, result: CheckResult) -> str:
+    """Delete the runs' checkpoints once compared, but the one the resume run started
+    from where that run diverged; the line that says so."""
+    keep = []
+    if any(failure.startswith('resume ') for failure in result.failed):
+        keep.append(osp.join(options.work_dir, 'run_a', f'iter_{options.iters // 2}.pth'))
+    count, size = remove_checkpoints(options.work_dir, keep)
+    line = f'checkpoints: removed {count} ({size / 2**20:.1f} MiB) after comparing'
+    if keep:
+        line += (f'; kept {osp.relpath(keep[0], options.work_dir)}, where the resume run '
+                 'starts, to reproduce its divergence')
+    return line
+
+
+def _say_result(result: CheckResult, compared: int, options: CheckOptions,
+                say: Callable[..., None]) -> None:
+    """The result line, and the next step for each cause (or for a reproducible config)."""
+    failing = [cause for cause in result.causes if cause.fails]
+    notes = [cause for cause in result.causes if not cause.fails]
+    if result.failed or failing:
+        result.status = 1
+        what = result.failed + [cause.short for cause in failing]
+        if not result.failed:
+            what.append(f'its {compared} comparison(s) here are bit-identical')
+        say(f'result: NOT REPRODUCIBLE: {"; ".join(what)}')
+    else:
+        tool = ' when trained with mmrepro-train' if notes else ''
+        say(f'result: REPRODUCIBLE{tool}: {compared} comparison(s) bit-identical')
+    for step in result.next_steps:
+        say(step)
+    for cause in failing + notes:
+        say(f'next: {cause.fix}')
+    if not result.status:
+        more = [what for what, done in (
+            ('--resume-check (resume)', options.resume_check),
+            ('--workers-check K (num_workers)', options.workers_check is not None)) if not done]
+        say(f'next: train it as usual (mmrepro-train {options.config})' + (
+            f'; add {" and ".join(more)} to check more' if more else ''))
+
+
+def _generator_lines(result: CheckResult) -> List[str]:
+    """The generators run_a's train pipeline owns; one mmrepro does not key fails the check
+    (its draws could agree on the check's reruns and still differ in real runs)."""
+    record = load_run_record(result.log_dirs['run_a'])[0]
+    owned = record.get('pipeline_generators') or []
+    if not owned:
+        return []
+    keyed = sum(bool(g.get('keyed')) for g in owned)
+    lines = [f'generators the train pipeline owns: {len(owned)}, {keyed} keyed by mmrepro']
+    unkeyed = unkeyed_generators(record)
+    if unkeyed:
+        lines.append(f'  not keyed: {", ".join(unkeyed)}: their draws change on reruns, '
+                     "with num_workers and after resume; draw from np.random, random or "
+                     "torch's default generator instead")
+        result.failed.append('the train pipeline owns generator(s) mmrepro does not key '
+                             f'({", ".join(unkeyed)})')
+        result.next_steps.append(f'next: make {", ".join(unkeyed)} draw from np.random, '
+                                 "random or torch's default generator (mmrepro keys them)")
+    return lines

@@ -2,19 +2,27 @@
 
 A check trains ``tools/train.py`` (or ``mmrepro.cli.train``) in a subprocess on a
 generated child config that inherits the user's and changes only what the check needs;
-:func:`train` returns the run's log dir, or raises with the tail of its log.
+:func:`train` streams the run's output into its log, reports each trained iteration as
+MMEngine logs it (:func:`logged_iteration`), and returns the run's log dir, or raises
+with the tail of its log. A check's work dir is its own: :func:`prepare_work_dir`
+replaces a previous check's and refuses a directory holding anything else, and
+:func:`remove_checkpoints` deletes the checkpoints once the runs are compared.
 """
 from __future__ import annotations
 
 import ast
+import glob
+import os
 import os.path as osp
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..record.run_record import find_log_dir
 from ..run import config as run_config
@@ -32,6 +40,13 @@ PROG = 'check_repro'
 #: Iterations (optimizer steps, with ``--against``) a check trains by default: with
 #: ``--against``, the baseline's dense early trace points 1, 2, 4 and 8.
 DEFAULT_ITERS = 8
+#: The child configs the checks write at the top of their work dir: a directory holding
+#: one is a previous check's, which a new check replaces.
+CHECK_MARKERS = ('check_repro_config.py', 'check_against_config.py')
+#: A training iteration as MMEngine's ``LoggerHook`` logs it (every iteration in a check
+#: run): ``Epoch(train) [1][2/8]  ...  loss: 1.2345 ...`` or ``Iter(train) [2/24] ...``.
+_TRAIN_LINE = re.compile(r'\b(?:Epoch|Iter)\(train\)\s*(?:\[\s*\d+\])?\s*\[\s*\d+/\d+\]')
+_LOSS = re.compile(r'\bloss: (\S+)')
 
 
 def check_launch(nproc: int, work_dir: Optional[str]) -> None:
@@ -43,7 +58,73 @@ def check_launch(nproc: int, work_dir: Optional[str]) -> None:
     if nproc < 0:
         raise ValueError(f'--nproc must be >= 1, got {nproc}')
     if work_dir is not None and osp.isfile(work_dir):
-        raise ValueError(f'--work-dir {work_dir!r} is a file')
+        raise ValueError(f'--work-dir {work_dir!r} is a file; name a new or empty directory, '
+                         'or a previous check\'s work dir')
+
+
+def previous_check(work_dir: str) -> bool:
+    """Whether ``work_dir`` must be replaced: it holds a previous check's runs.
+
+    Returns:
+        True where it holds a check's child config (:data:`CHECK_MARKERS`); False where
+        it does not exist or is empty.
+
+    Raises:
+        ValueError: It is a file, or holds files no check wrote (nothing is changed).
+    """
+    check_launch(0, work_dir)
+    if not osp.isdir(work_dir) or not os.listdir(work_dir):
+        return False
+    if any(osp.isfile(osp.join(work_dir, name)) for name in CHECK_MARKERS):
+        return True
+    first = sorted(os.listdir(work_dir))[0]
+    raise ValueError(f'--work-dir {work_dir!r} holds files no check wrote (e.g. {first!r}) '
+                     'and a check replaces its work dir; name a new or empty directory')
+
+
+def prepare_work_dir(work_dir: str, say: Callable[..., None]) -> None:
+    """Make ``work_dir`` an empty directory, replacing a previous check's (and saying so).
+
+    Raises:
+        ValueError: It holds files no check wrote (:func:`previous_check`).
+    """
+    if previous_check(work_dir):
+        say(f'  replacing {work_dir}: a previous check\'s runs (name another --work-dir to '
+            'keep them)')
+        shutil.rmtree(work_dir)
+    os.makedirs(work_dir, exist_ok=True)
+
+
+def remove_checkpoints(root: str, keep: Sequence[str] = ()) -> Tuple[int, int]:
+    """Delete every checkpoint under ``root`` but those in ``keep`` (and each
+    ``last_checkpoint`` file naming a deleted one).
+
+    Returns:
+        ``(files deleted, bytes freed)``.
+    """
+    kept = {osp.abspath(path) for path in keep}
+    count = size = 0
+    for path in sorted(glob.glob(osp.join(glob.escape(root), '**', '*.pth'), recursive=True)):
+        if osp.abspath(path) not in kept:
+            size += osp.getsize(path)
+            os.remove(path)
+            count += 1
+    for path in glob.glob(osp.join(glob.escape(root), '**', 'last_checkpoint'),
+                          recursive=True):
+        with open(path, errors='replace') as f:
+            target = f.read().strip()
+        if not osp.isfile(target):
+            os.remove(path)
+    return count, size
+
+
+def logged_iteration(line: str) -> Optional[str]:
+    """The loss of a training iteration MMEngine logged on ``line`` (``''`` where the
+    line holds none), or None where ``line`` logs no training iteration."""
+    if not _TRAIN_LINE.search(line):
+        return None
+    loss = _LOSS.search(line)
+    return loss.group(1) if loss else ''
 
 
 #: A check run's config: the user's, without validation, traced, stopped, seeded.
@@ -99,6 +180,20 @@ def load_config(path: str, options: List[str], world_size: Optional[int] = 1,
                               'config')
     run_config.check_training_config(cfg, world_size)
     return cfg
+
+
+def progress(say: Callable[..., None], last: int,
+             first: int = 0) -> Callable[[int, str], None]:
+    """An ``on_iteration`` for :func:`train`: says ``  iteration i/last: loss X (t s)`` per
+    trained iteration, ``i`` counted on from ``first`` (a resumed run's start) and ``t``
+    the seconds since the run started."""
+    begin = time.perf_counter()
+
+    def show(k: int, loss: str) -> None:
+        value = f': loss {loss}' if loss else ''
+        say(f'  iteration {first + k}/{last}{value} ({time.perf_counter() - begin:.1f} s)',
+            flush=True)
+    return show
 
 
 def literal(value: Any, what: str, config: str) -> str:
@@ -180,9 +275,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def train(run: Run, child: str, root: str, user_options: List[str], nproc: int = 0) -> str:
+def train(run: Run, child: str, root: str, user_options: List[str], nproc: int = 0,
+          on_iteration: Optional[Callable[[int, str], None]] = None) -> str:
     """Train ``run`` (on ``nproc`` processes launched by torchrun if > 0); return its log
     dir.
+
+    Args:
+        run: The run.
+        child: The check's child config.
+        root: The check's work dir (the run goes to ``<root>/<run name>``, its output to
+            ``<root>/<run name>.log``).
+        user_options: The user's ``--cfg-options``.
+        nproc: Processes launched by torchrun (0: one process, no launcher).
+        on_iteration: Called with ``(k, loss)`` as the run logs its ``k``-th trained
+            iteration (counted from 1 in this run; ``loss`` as logged, ``''`` if none).
 
     Raises:
         RuntimeError: The training failed (the message names its log).
@@ -194,7 +300,16 @@ def train(run: Run, child: str, root: str, user_options: List[str], nproc: int =
     with open(log, 'w') as f:
         f.write(' '.join(command) + '\n')
         f.flush()
-        code = subprocess.call(command, stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors='replace')
+        count = 0
+        for line in proc.stdout:
+            f.write(line)
+            loss = logged_iteration(line)
+            if loss is not None and on_iteration is not None:
+                count += 1
+                on_iteration(count, loss)
+        code = proc.wait()
     if code != 0:
         with open(log, errors='replace') as f:
             tail = ''.join(f.readlines()[-25:])

@@ -8,6 +8,7 @@ import functools
 import glob
 import json
 import os.path as osp
+import re
 import shutil
 
 import pytest
@@ -39,6 +40,87 @@ def test_the_same_config_here_reproduces_the_baseline(runs, tmp_path, capsys):
             'library versions, CPU/GPU numerics, layout)') in out, out
     assert (f'verdict: reproduces {baseline} bit for bit through iteration 8 (4 traced '
             'optimizer step(s): samples, losses, gradients and weights)') in out
+    assert out.endswith(f'next: train it here as usual (mmrepro-train {_base_config(runs)} '
+                        f'--work-dir DIR); mmrepro-diff {baseline} DIR compares the whole run\n')
+
+
+def test_a_bundle_alone_is_checked_with_its_own_config(runs, tmp_path, capsys):
+    """No CONFIG: the bundle's config dump is trained, kept in the check's work dir."""
+    work_dir = runs.get('retinanet', 'base')
+    [log_dir] = [osp.basename(osp.dirname(p))
+                 for p in glob.glob(osp.join(work_dir, '*', 'run_record.json'))]
+    baseline = str(tmp_path / 'baseline.tar.gz')
+    pack(work_dir, baseline)
+    work = str(tmp_path / 'check')
+    code, out, _ = _check(capsys, '--against', baseline, '--iters', '1', '--work-dir', work)
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[:5] == [
+        f"check_repro: the baseline's config ({log_dir}/vis_data/config.py) against {baseline} "
+        '(seed 0, 1 rank(s) x batch_size 2 x accumulative_counts 1 = global batch 2)',
+        '  this run: 1 rank(s) x batch_size 2 x accumulative_counts 1 = global batch 2',
+        'before training: nothing recorded differs from the baseline (config, data, library '
+        'versions, CPU/GPU numerics, layout)',
+        f"  the baseline's config: {work}/baseline_config.py",
+        'training optimizer steps 1..1 here (1 step(s) of 1 micro-batch(es)): iterations 1..1']
+    assert re.fullmatch(r'  iteration 1/1: loss \d+\.\d+ \(\d+\.\d s\)', lines[5]), lines[5]
+    assert lines[7:] == [
+        f'verdict: reproduces {baseline} bit for bit through iteration 1 (1 traced optimizer '
+        'step(s): samples, losses, gradients and weights)',
+        f'next: train it here as usual (mmrepro-train {work}/baseline_config.py --work-dir '
+        f'DIR); mmrepro-diff {baseline} DIR compares the whole run']
+    with open(osp.join(work_dir, log_dir, 'vis_data', 'config.py')) as f:
+        assert open(f'{work}/baseline_config.py').read() == f.read()
+
+
+def test_a_seedless_config_is_stopped_before_training_and_never_called_reproduced(
+        runs, tmp_path, capsys):
+    """The check would train with the baseline's seed; a real run draws its own."""
+    baseline = runs.get('retinanet', 'base')
+    config = tmp_path / 'seedless.py'
+    config.write_text(f'_base_ = {_base_config(runs)!r}\n'
+                      'randomness = dict(_delete_=True, deterministic=True)\n')
+    work = tmp_path / 'check'
+    code, out, _ = _check(capsys, str(config), '--against', baseline, '--work-dir', str(work))
+    assert code == 1, out
+    seed = ('the seed: the config has no randomness.seed, so a real run draws a new one (the '
+            "check trains with the baseline's seed 0)")
+    fix = 'set randomness.seed=0 in the config (or pass --seed 0 to mmrepro-train)'
+    assert out.endswith(f'before training: 1 difference(s) from the baseline, most decisive '
+                        f'first:\n  config: {seed}\n    fix: {fix}\n'
+                        f'verdict: config differs (before training): {seed}; pass --go-on to '
+                        f'train and compare anyway\nnext: {fix}\n')
+    assert not osp.exists(work), 'nothing is trained or written'
+    code, out, _ = _check(capsys, str(config), '--against', baseline, '--go-on', '--iters', '1',
+                          '--work-dir', str(work))
+    assert code == 1, out
+    assert out.endswith(f'verdict: reproduces {baseline} bit for bit through iteration 1 (1 '
+                        'traced optimizer step(s): samples, losses, gradients and weights), '
+                        "but only with the baseline's seed 0, which the check pinned: the "
+                        f'config has none, so a real run draws a new one\nnext: {fix}\n')
+
+
+def test_a_nondeterministic_config_is_never_called_reproduced(runs, tmp_path, capsys):
+    """Its first step can agree bit for bit here; real runs in nondeterministic mode may
+    not (the check trains it only with --go-on: the randomness settings differ)."""
+    baseline = runs.get('retinanet', 'base')
+    code, out, _ = _check(capsys, _base_config(runs), '--against', baseline, '--go-on',
+                          '--iters', '1', '--cfg-options', 'randomness.deterministic=False',
+                          '--work-dir', str(tmp_path / 'check'))
+    assert code == 1, out
+    assert ('  config: the seed or randomness settings: randomness.deterministic: True in the '
+            'baseline, False here\n  config: the seed or randomness settings: '
+            "config.randomness.deterministic: 'True' in the baseline, 'False' here\n"
+            "    fix: set the baseline's value: --cfg-options randomness.deterministic=True, or "
+            "check against the baseline's own config (leave out CONFIG)\n") in out
+    assert ('\nreal runs of this config (what the check filled in or cannot show):\n'
+            '  randomness.deterministic is False: ') in out
+    assert out.endswith(f'verdict: reproduces {baseline} bit for bit through iteration 1 (1 '
+                        'traced optimizer step(s): samples, losses, gradients and weights), '
+                        'but real runs of this config may not: randomness.deterministic is '
+                        'False\nnext: set randomness.deterministic=True in the config (try it '
+                        'here with --cfg-options randomness.deterministic=True), or pass '
+                        '--deterministic to mmrepro-train\n')
 
 
 def test_from_a_checkpoint_to_the_next_traced_step_against_a_bundle(runs, tmp_path, capsys):
@@ -68,6 +150,15 @@ def test_another_thread_count_is_named_as_numerics(runs, tmp_path, capsys, monke
     assert 'verdict: numerics differ from iteration 1: first module ' in out
     assert (f'recorded causes: the intra-op thread count: devices.torch_threads: {threads} '
             f'in the baseline, {other} here') in out
+    fix = (f"pin the baseline's thread count: --cfg-options randomness.threads={threads} (or "
+           f'export OMP_NUM_THREADS={threads} before the check and the training)')
+    assert out.count(f'    fix: {fix}\n') == 1  # said once for the count and its variable
+    assert out.endswith(f'\nnext: {fix}\n')
+    code, out, _ = _check(capsys, _base_config(runs), '--against', baseline, '--iters', '1',
+                          '--cfg-options', f'randomness.threads={threads}',
+                          '--work-dir', str(tmp_path / 'fixed'))
+    assert code == 0, out  # the fix removes the cause
+    assert 'before training: nothing recorded differs from the baseline' in out
 
 
 def test_an_edited_annotation_file_is_named_before_and_after_training(data_root, tmp_path,
@@ -90,6 +181,9 @@ def test_an_edited_annotation_file_is_named_before_and_after_training(data_root,
     assert code == 1
     assert ('verdict: data differs (before training): the data files (fingerprint): '
             'data.ann_files.annotations/train.json: ') in out
+    fix = ("train on the baseline's data files (those named above differ): copy them from "
+           "the baseline's machine, or point the config at the same files")
+    assert out.endswith(f'\nnext: {fix}\n')
     assert not osp.exists(tmp_path / 'check'), 'nothing is trained or written'
     code, out, _ = _check(capsys, config, '--against', baseline, '--go-on',
                           '--work-dir', str(tmp_path / 'check'))
@@ -97,6 +191,7 @@ def test_an_edited_annotation_file_is_named_before_and_after_training(data_root,
     assert 'verdict: data differs from iteration 1: sample 0 of the global batch (img_id=' in out
     assert ('because the data files (fingerprint): data.ann_files.annotations/train.json: '
             in out)
+    assert out.endswith(f'\nnext: {fix}\n')
 
 
 def test_two_ranks_and_one_process_accumulating_reproduce_each_other(tmp_path_factory,

@@ -153,6 +153,16 @@ def test_the_prediction_runs_with_the_cpu_isa_variables_train_sets(monkeypatch):
     assert training_environment(2)['OMP_NUM_THREADS'] == '1'  # as torchrun sets it
 
 
+def test_another_num_workers_is_no_obstacle():
+    """The data stream is keyed per sample: the worker count cannot change training."""
+    workers = {'train_dataloader.num_workers': '0',
+               'train_dataloader.persistent_workers': 'False'}
+    baseline = _record(config=dict(_record()['config'], **{
+        'train_dataloader.num_workers': '2', 'train_dataloader.persistent_workers': 'True'}))
+    here = _record(config=dict(_record()['config'], **workers))
+    assert obstacles(baseline, here, Layout(2), pinned_seed=False) == []
+
+
 def test_mmrepro_in_custom_imports_is_not_a_config_difference():
     """tools/train.py adds it where a config enables mmrepro by its hook alone."""
     enabled = {'custom_imports.imports': "['mmdet.models', 'mmrepro']",
@@ -170,3 +180,33 @@ def test_mmrepro_in_custom_imports_is_not_a_config_difference():
 def test_an_obstacle_blocks_only_for_config_and_data():
     assert Obstacle('config', 'x').blocking and Obstacle('data', 'x').blocking
     assert not any(Obstacle(kind, 'x').blocking for kind in KINDS[2:])
+
+
+def test_every_obstacle_comes_with_its_fix():
+    baseline = _record()
+    here = _record(versions__torch='2.12.0', devices__torch_threads=1,
+                   data__annotations_sha256='bbb',
+                   **{'config__optim_wrapper.optimizer.lr': '0.02'})
+    found = obstacles(baseline, here, Layout(2, 0, 1, 2), pinned_seed=False)
+    assert [o.fix for o in found] == [
+        "set the baseline's value: --cfg-options optim_wrapper.optimizer.lr=0.01, or check "
+        "against the baseline's own config (leave out CONFIG)",
+        "train on the baseline's data files (those named above differ): copy them from the "
+        "baseline's machine, or point the config at the same files",
+        "pip install torch==2.13.0 (the baseline's version)",
+        "pin the baseline's thread count: --cfg-options randomness.threads=2 (or export "
+        'OMP_NUM_THREADS=2 before the check and the training)',
+        "train on the baseline's layout, without --launcher and --cfg-options "
+        'train_dataloader.batch_size=2 optim_wrapper.accumulative_counts=1']
+
+
+def test_randomness_threads_counts_only_through_the_thread_count_it_sets():
+    """Pinning the baseline's count here with randomness.threads is the fix, not a
+    config difference."""
+    pinned = dict(_record()['randomness'], threads=2)
+    here = _record(randomness=pinned, config=dict(_record()['config'],
+                                                  **{'randomness.threads': '2'}))
+    assert obstacles(_record(), here, Layout(2), pinned_seed=False) == []
+    other = _record(randomness=dict(pinned, threads=1), devices__torch_threads=1)
+    assert [o.text for o in obstacles(_record(), other, Layout(2), pinned_seed=False)] == [
+        'the intra-op thread count: devices.torch_threads: 2 in the baseline, 1 here']
