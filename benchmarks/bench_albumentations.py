@@ -13,7 +13,6 @@ inside mmrepro's per-sample seeding is also measured directly, as a share of the
 """
 from __future__ import annotations
 
-import argparse
 import os.path as osp
 import statistics
 import sys
@@ -22,7 +21,7 @@ from typing import Dict, List
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
-from timing import timed  # noqa: E402 (benchmarks/timing.py, next to this script)
+from timing import loader_arguments, timed  # noqa: E402 (benchmarks/timing.py, next to this script)
 
 
 def build_loader(data_root: str, keyed: bool, scale: tuple):
@@ -62,11 +61,7 @@ def per_sample_cost(rngs, n: int = 5000) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--passes', type=int, default=10)
-    parser.add_argument('--data', default='data/demo')
-    parser.add_argument('--scale', type=int, nargs=2, default=(160, 128))
-    args = parser.parse_args()
+    args = loader_arguments(__doc__.splitlines()[0])
     import albumentations
 
     from mmrepro.data.pipeline_rngs import PipelineRNGs

@@ -20,7 +20,6 @@ the default (160, 128) is the demo's, where the fixed per-sample cost weighs mos
 """
 from __future__ import annotations
 
-import argparse
 import os.path as osp
 import statistics
 import sys
@@ -30,7 +29,7 @@ from typing import Dict, List
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
-from timing import timed  # noqa: E402 (benchmarks/timing.py, next to this script)
+from timing import loader_arguments, timed  # noqa: E402 (benchmarks/timing.py, next to this script)
 
 
 def per_sample_cost(n: int = 20000) -> float:
@@ -84,11 +83,7 @@ def build_loader(data_root: str, sample_seeding: bool, num_workers: int,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--passes', type=int, default=10)
-    parser.add_argument('--data', default='data/demo')
-    parser.add_argument('--scale', type=int, nargs=2, default=(160, 128))
-    args = parser.parse_args()
+    args = loader_arguments(__doc__.splitlines()[0])
     shares: List[float] = []
     from mmrepro.demo import make_tiny_coco
     make_tiny_coco(args.data, num_train=64, num_val=8, seed=1)

@@ -1,6 +1,8 @@
-"""Shared by the benchmarks: time spent inside a function, accumulated in a cell."""
+"""Shared by the benchmarks: time spent inside a function, accumulated in a cell; the
+loader benchmarks' command line."""
 from __future__ import annotations
 
+import argparse
 import time
 from functools import wraps
 from typing import Any, Callable, List
@@ -16,3 +18,12 @@ def timed(function: Callable, total: List[float]) -> Callable:
         finally:
             total[0] += time.perf_counter() - start
     return wrapper
+
+
+def loader_arguments(description: str) -> argparse.Namespace:
+    """``--passes``, ``--data`` and ``--scale`` of the data-loading benchmarks."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument('--passes', type=int, default=10)
+    parser.add_argument('--data', default='data/demo')
+    parser.add_argument('--scale', type=int, nargs=2, default=(160, 128))
+    return parser.parse_args()

@@ -16,7 +16,9 @@ from ..determinism import cpu
 from ..determinism.mode import prepare_cublas_workspace_config
 from ..run.config import (
     ConfigError,
+    check_launcher_environment,
     check_training_config,
+    check_work_dir,
     launcher_world_size,
     load_config,
 )
@@ -119,7 +121,11 @@ def build_config(args: argparse.Namespace):
         cfg.resume = True
         cfg.load_from = args.resume
 
-    randomness = dict(cfg.get('randomness') or {})
+    randomness = cfg.get('randomness')
+    randomness = {} if randomness is None else randomness
+    if not hasattr(randomness, 'keys'):
+        check_training_config(cfg, 1)  # the message that names randomness and its value
+    randomness = dict(randomness)
     for key in ('seed', 'deterministic', 'diff_rank_seed'):
         value = getattr(args, key)
         if value is not None:
@@ -130,6 +136,34 @@ def build_config(args: argparse.Namespace):
     cfg.custom_imports, cfg.custom_hooks, _ = enable_in_config(cfg.get('custom_imports'),
                                                                cfg.get('custom_hooks'))
     return cfg
+
+
+def check_run_inputs(args: argparse.Namespace, cfg) -> None:
+    """Check what the run will open or make besides the config, before anything is.
+
+    The launcher's environment (with ``--check-config``: the number of processes
+    only, as ``tools/dist_train.sh`` checks once for all of them), the work dir, and
+    the checkpoint to resume or load (:mod:`mmrepro.resume.preflight`).
+
+    Raises:
+        ConfigError: One line naming the argument, the value, what was expected and the fix.
+    """
+    from ..resume.preflight import check_checkpoint_inputs
+    check_launcher_environment(args.launcher, whole_world=args.check_config)
+    check_work_dir(cfg.work_dir, '--work-dir' if args.work_dir is not None else 'work_dir')
+    check_checkpoint_inputs(cfg, args.resume)
+
+
+def seed_source(args: argparse.Namespace) -> str:
+    """Where the run's ``randomness.seed`` was given: ``--seed``, ``--cfg-options`` or the
+    config (the seed log line says it)."""
+    if args.seed is not None:
+        return '--seed'
+    for option in args.cfg_options:
+        key, _, value = option.partition('=')
+        if key == 'randomness.seed' or (key == 'randomness' and 'seed' in value):
+            return f'--cfg-options {key}'
+    return 'config'
 
 
 def _enable_auto_scale_lr(cfg) -> None:
@@ -207,6 +241,7 @@ def main(argv: Optional[List[str]] = None):
     args = parse_args(argv)
     try:
         cfg = build_config(args)
+        check_run_inputs(args, cfg)
     except (ValueError, TypeError) as err:
         sys.exit(report(osp.basename(sys.argv[0]), err))
     if args.check_config:
@@ -219,6 +254,9 @@ def main(argv: Optional[List[str]] = None):
     prepare_environment(cfg.randomness)
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
+
+    from ..patches.runner_randomness import note_seed_source
+    note_seed_source(cfg.randomness.get('seed'), seed_source(args))
     try:
         from mmdet.utils import setup_cache_size_limit_of_dynamo
         setup_cache_size_limit_of_dynamo()

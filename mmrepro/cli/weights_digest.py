@@ -9,10 +9,12 @@ too. Files load through mmrepro's allow-list, never arbitrary unpickling.
 from __future__ import annotations
 
 import argparse
+import os.path as osp
 import sys
 from typing import List, Optional
 
 from ..checks.weights_index import WeightsReadError, checkpoint_weights
+from ..resume.preflight import checkpoints_in
 from .config_args import ArgumentParser
 
 PROG = 'mmrepro-digest'
@@ -34,8 +36,15 @@ def digest_line(path: str) -> str:
     """``<sha256>  <path>  (iteration N; covers)`` of one checkpoint.
 
     Raises:
-        WeightsReadError: The file cannot be read or holds no weights.
+        WeightsReadError: The file cannot be read or holds no weights, or ``path`` is a
+            directory.
     """
+    if osp.isdir(path):
+        found = checkpoints_in(path)
+        raise WeightsReadError(f'{path}: a directory, expected a checkpoint file (.pth) in '
+                               f'it, e.g. {found[-1]}' if found else
+                               f'{path}: a directory holding no checkpoint, expected a '
+                               'checkpoint file (.pth)')
     weights = checkpoint_weights(path)
     notes = [f'iteration {weights.iteration}' if weights.iteration is not None
              else 'iteration unknown', weights.covers]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import torch
 from mmengine.runner import Runner
@@ -19,6 +19,23 @@ from ..run.state import ResumeSource, log_pending, run_state
 from .runner_init import requested_config
 
 _original_set_randomness = Runner.set_randomness
+#: ``(seed, where it was given)``, told by the training tool (:func:`note_seed_source`).
+_seed_source: Dict[str, Any] = {}
+
+
+def note_seed_source(seed: Optional[int], source: str) -> None:
+    """Say where the seed the next Runner gets was given, for its seed log line.
+
+    ``tools/train.py`` calls it with ``'--seed'``, ``'--cfg-options randomness.seed'``
+    or ``'config'``; a Runner whose seed is another one (or none) is not concerned.
+
+    Args:
+        seed: The seed the config will give the Runner (None: none given).
+        source: Where it was given.
+    """
+    _seed_source.clear()
+    if seed is not None:
+        _seed_source.update(seed=seed, source=source)
 
 
 def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> None:
@@ -50,6 +67,8 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
         state.resume = _peek_resume_checkpoint(self)
     resume = state.resume
     source = 'config'
+    if settings['seed'] is not None and settings['seed'] == _seed_source.get('seed'):
+        source = _seed_source['source']  # --seed or --cfg-options (tools/train.py)
     if first_call and resume is not None and resume.seed is not None:
         if settings['seed'] is not None and settings['seed'] != resume.seed:
             state.note(logging.WARNING,

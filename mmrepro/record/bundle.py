@@ -1,12 +1,12 @@
 """A baseline bundle: what a team shares instead of a work dir, in one file.
 
 ``mmrepro-bundle WORK_DIR OUT.tar.gz`` packs, from every log dir of the work dir (a
-run stopped and resumed has several): the run record (which holds the data
-fingerprint and the weights digest of every checkpoint), the trace, the logged losses
-(``vis_data/scalars.json``) and the config dump; plus ``bundle.json``, listing each
-checkpoint of the work dir with its iteration and weights digest. The last checkpoint
-(the one ``last_checkpoint`` names) goes in only with ``weights=True``. ``mmrepro-diff``
-takes a bundle wherever it takes a work dir.
+run stopped and resumed has several; given one log dir, from that one): the run record
+(which holds the data fingerprint and the weights digest of every checkpoint), the
+trace, the logged losses (``vis_data/scalars.json``) and the config dump; plus
+``bundle.json``, listing each checkpoint of the work dir with its iteration and weights
+digest. The last checkpoint (the one ``last_checkpoint`` names) goes in only with
+``weights=True``. ``mmrepro-diff`` takes a bundle wherever it takes a work dir.
 
 Unpacking refuses any member outside the bundle's own directory, links and devices.
 """
@@ -18,7 +18,7 @@ import json
 import os
 import os.path as osp
 import tarfile
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ..trace import TRACE_NAME
 from .run_record import RECORD_NAME
@@ -41,13 +41,32 @@ def is_bundle(path: str) -> bool:
     return path.endswith(('.tar.gz', '.tgz'))
 
 
-def _members(work_dir: str) -> List[str]:
-    """Paths, relative to ``work_dir``, of what the bundle holds from it."""
+def run_dirs(path: str) -> Tuple[str, List[str]]:
+    """``(work dir, its log dirs to pack)`` of a work dir, or of one of its log dirs.
+
+    A work dir gives every log dir under it holding a run record (a run stopped and
+    resumed has several); a log dir (it holds ``run_record.json`` itself) gives itself,
+    in its work dir, as ``mmrepro-diff`` reads it.
+
+    Raises:
+        BundleError: ``path`` is not a directory, or holds no run record.
+    """
+    if not osp.isdir(path):
+        what = 'no such directory' if not osp.exists(path) else 'not a directory'
+        raise BundleError(f'{path}: {what}; expected the work dir (or a log dir) of a run '
+                          'trained with mmrepro')
+    if osp.isfile(osp.join(path, RECORD_NAME)):
+        return osp.dirname(osp.abspath(path)), [osp.abspath(path)]
     log_dirs = sorted(osp.dirname(p) for p in glob.glob(
-        osp.join(glob.escape(work_dir), '*', RECORD_NAME)))
+        osp.join(glob.escape(path), '*', RECORD_NAME)))
     if not log_dirs:
-        raise BundleError(f'{work_dir}: no {RECORD_NAME} in a log dir under it; give the '
-                          'work dir of a run trained with mmrepro')
+        raise BundleError(f'{path}: no {RECORD_NAME} in it or in a log dir under it; give '
+                          'the work dir of a run trained with mmrepro')
+    return path, log_dirs
+
+
+def _members(work_dir: str, log_dirs: List[str]) -> List[str]:
+    """Paths, relative to ``work_dir``, of what the bundle holds from it."""
     found = []
     for log_dir in log_dirs:
         names = [*LOG_FILES, *(osp.basename(p) for p in sorted(glob.glob(
@@ -56,6 +75,23 @@ def _members(work_dir: str) -> List[str]:
                   if osp.isfile(osp.join(log_dir, n))]
     return found + sorted(osp.basename(p) for p in glob.glob(
         osp.join(glob.escape(work_dir), '*.py')))
+
+
+def check_out(out: str) -> None:
+    """Check that the bundle can be written at ``out``, before anything is read.
+
+    Raises:
+        BundleError: Not a ``.tar.gz`` name, it exists, or its directory does not.
+    """
+    if not is_bundle(out):
+        raise BundleError(f'{out}: a bundle is a .tar.gz file; name it e.g. baseline.tar.gz')
+    if osp.exists(out):
+        raise BundleError(f'{out} exists; nothing was written (remove it or choose another '
+                          'name)')
+    directory = osp.dirname(osp.abspath(out))
+    if not osp.isdir(directory):
+        raise BundleError(f'{out}: its directory {osp.dirname(out) or "."} does not exist; '
+                          'nothing was written (make it first, or choose another path)')
 
 
 def _last_checkpoint(work_dir: str) -> str:
@@ -84,12 +120,11 @@ def pack(work_dir: str, out: str, weights: bool = False) -> Dict[str, Any]:
         BundleError: Nothing to bundle, ``out`` exists, or a checkpoint is unreadable.
     """
     from ..checks.weights_index import WeightsReadError, checkpoint_weights
-    if not is_bundle(out):
-        raise BundleError(f'{out}: a bundle is a .tar.gz file; name it e.g. baseline.tar.gz')
-    if osp.exists(out):
-        raise BundleError(f'{out} exists; nothing was written (remove it or choose another '
-                          'name)')
-    members = _members(work_dir)
+    check_out(out)
+    work_dir, log_dirs = run_dirs(work_dir)
+    members = _members(work_dir, log_dirs)
+    if weights:
+        members.append(_last_checkpoint(work_dir))
     checkpoints = {}
     for path in sorted(glob.glob(osp.join(glob.escape(work_dir), '*.pth'))):
         try:
@@ -98,20 +133,24 @@ def pack(work_dir: str, out: str, weights: bool = False) -> Dict[str, Any]:
             raise BundleError(f'cannot bundle {path}: {err}') from None
         checkpoints[osp.basename(path)] = dict(iter=found.iteration, sha256=found.digest,
                                                covers=found.covers)
-    if weights:
-        members.append(_last_checkpoint(work_dir))
     manifest = dict(format=BUNDLE_FORMAT, version=BUNDLE_VERSION,
                     work_dir=osp.basename(osp.normpath(work_dir)), weights=weights,
                     checkpoints=checkpoints, files=members)
     partial = f'{out}.partial'
-    with tarfile.open(partial, 'w:gz') as tar:
-        data = json.dumps(manifest, indent=2).encode()
-        info = tarfile.TarInfo(MANIFEST)
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-        for name in members:
-            tar.add(osp.join(work_dir, name), arcname=name, recursive=False)
-    os.replace(partial, out)
+    try:
+        with tarfile.open(partial, 'w:gz') as tar:
+            data = json.dumps(manifest, indent=2).encode()
+            info = tarfile.TarInfo(MANIFEST)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+            for name in members:
+                tar.add(osp.join(work_dir, name), arcname=name, recursive=False)
+        os.replace(partial, out)
+    except OSError as err:
+        if osp.exists(partial):
+            os.remove(partial)
+        raise BundleError(f'{out}: cannot be written ({err.strerror or err}); nothing was '
+                          'written (check the disk and the permissions)') from None
     return manifest
 
 

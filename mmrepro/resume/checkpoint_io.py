@@ -45,10 +45,15 @@ def safe_load(filename: str, map_location: Union[str, Callable, None] = 'cpu',
             holds an object outside the allow-list.
     """
     filename = osp.expanduser(filename)
+    if osp.isdir(filename):
+        raise CheckpointLoadError(
+            f'Checkpoint {filename!r} is a directory, not a checkpoint file. Give one of '
+            'its .pth files to --resume / load_from.')
     if not osp.isfile(filename):
         raise CheckpointLoadError(
             f'Checkpoint {filename!r} does not exist. Check the path given to '
             '--resume / load_from.')
+    _check_format(filename)
     try:
         if not has_safe_globals():
             return torch_load_restricted(filename, map_location, mmap)
@@ -70,16 +75,48 @@ def safe_load(filename: str, map_location: Union[str, Callable, None] = 'cpu',
             'an earlier checkpoint; nothing was written.') from err
 
 
+#: How a file ``torch.save`` wrote begins: a zip archive (torch >= 1.6), or the pickled
+#: magic number of the legacy format (pickle protocol 2 or later: opcode PROTO, 0x80).
+ZIP_START, LEGACY_START = b'PK\x03\x04', b'\x80'
+
+
+def _check_format(filename: str) -> None:
+    """Refuse a file that is not a ``torch.save`` file at all (so not a damaged one).
+
+    Raises:
+        CheckpointLoadError: It cannot be opened, or begins as no file ``torch.save``
+            writes.
+    """
+    head = _head(filename)
+    if not head.startswith((ZIP_START, LEGACY_START)):
+        what = 'is empty' if not head else f'begins with {head!r}'
+        raise CheckpointLoadError(
+            f'Checkpoint {filename!r} is not a PyTorch checkpoint: it {what}, expected a '
+            "file torch.save wrote (a zip archive, beginning with b'PK'). Check the path.")
+
+
 def peek(filename: str) -> Optional[dict]:
-    """Memory-map a checkpoint and return it (tensors are read lazily)."""
+    """Load a checkpoint with its tensors memory-mapped (read lazily).
+
+    Files in torch's legacy format (``_use_new_zipfile_serialization=False``) cannot be
+    memory-mapped: they are read whole.
+    """
+    zipped = osp.isfile(osp.expanduser(filename)) and _head(filename).startswith(ZIP_START)
+    return safe_load(filename, map_location='cpu', mmap=zipped)
+
+
+def _head(filename: str) -> bytes:
+    """The first four bytes of ``filename``.
+
+    Raises:
+        CheckpointLoadError: It cannot be opened.
+    """
     try:
-        return safe_load(filename, map_location='cpu', mmap=True)
-    except CheckpointLoadError:
-        raise
-    except Exception as err:  # mmap unsupported (legacy format): read it
-        if 'mmap' not in str(err):
-            raise
-        return safe_load(filename, map_location='cpu')
+        with open(osp.expanduser(filename), 'rb') as f:
+            return f.read(4)
+    except OSError as err:
+        raise CheckpointLoadError(f'Checkpoint {filename!r} cannot be opened ({err}); check '
+                                  'its permissions.') from None
 
 
 def _unsupported(err: BaseException) -> str:

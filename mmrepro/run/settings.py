@@ -60,7 +60,7 @@ def check_seed(seed: Any, key: str = 'randomness.seed') -> int:
     if not 0 <= seed <= MAX_SEED:
         raise ValueError(
             f'{key} must be in [0, {MAX_SEED}] (2**32 - 1), got {seed}. '
-            f'Pick a seed in that range, e.g. `{seed % (MAX_SEED + 1)}`.')
+            f'Pick a seed in that range, e.g. `{abs(seed) % (MAX_SEED + 1)}`.')
     return seed
 
 
@@ -89,9 +89,13 @@ def validate_randomness(randomness: Optional[Mapping[str, Any]]) -> Dict[str, An
     if randomness is None:
         randomness = {}
     if not isinstance(randomness, Mapping):
+        seed = randomness if isinstance(randomness, int) and not isinstance(
+            randomness, bool) and 0 <= randomness <= MAX_SEED else 0
         raise TypeError(
-            f'`randomness` must be a dict such as dict(seed=0, deterministic=True), '
-            f'got {randomness!r} ({type(randomness).__name__}).')
+            f'randomness must be a dict such as dict(seed=0, deterministic=True), got '
+            f'{randomness!r} ({type(randomness).__name__}). Set its keys, e.g. '
+            f'`--cfg-options randomness.seed={seed}` or `randomness = dict(seed={seed})` in '
+            'the config.')
     unknown = sorted(set(randomness) - set(RANDOMNESS_DEFAULTS))
     if unknown:
         raise ValueError(

@@ -36,6 +36,12 @@ def test_different_seed_gives_different_weights(runs):
     assert runs.digest('retinanet', 'base') != runs.digest('retinanet', 'seed7', '--seed', '7')
 
 
+def test_the_seed_line_names_where_the_seed_came_from(runs):
+    assert 'mmrepro: seed 0 (config); ' in run_log(runs.get('retinanet', 'base'))
+    seeded = runs.get('retinanet', 'seed7', '--seed', '7')
+    assert 'mmrepro: seed 7 (--seed); ' in run_log(seeded)
+
+
 def test_seedless_config_reproduces_with_recorded_seed(runs, tmp_path):
     no_seed = "randomness = dict(_delete_=True, deterministic=True)\n"
     work_dir = runs.get('retinanet', 'noseed', extra=no_seed, max_epochs=1)

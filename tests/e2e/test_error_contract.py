@@ -2,8 +2,10 @@
 
 Each case runs a real CLI in a subprocess, from an empty working directory, and pins
 the whole of stderr: exactly one line (no traceback, no usage block), exit status 2,
-and nothing written: no work dir, and the working directory still empty. Every case
-fails before training, so the table is cheap.
+and nothing written: no work dir, the working directory still empty and the directory
+of the files the cases name unchanged. Every case fails before training, so the table
+is cheap; the cases that resume a real checkpoint take it from the session's cached
+RetinaNet run.
 """
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from support.doc_examples import assert_shows
-from support.repro_utils import CONFIGS, REPO, pythonpath
+from support.repro_utils import CONFIGS, REPO, checkpoint, pythonpath, write_config
 
 DEMO = CONFIGS['retinanet']  # batch_size 2, no accumulation
 NO_KEY_VALUE = ("--cfg-options expects KEY=VALUE pairs, got 'randomness.seed' (no value): "
@@ -25,6 +28,30 @@ SYNTAX_IN_BASE = ("config '{child}' is not valid Python: '(' was never closed ({
                   "'b = ('); fix the file (python -m py_compile {bad} shows the line)")
 MISSING = ("config file not found: '{missing}'; expected the path of a config file, check "
            'its spelling and the working directory')
+
+
+CANNOT_PARSE = ("--cfg-options {key}: cannot parse the value '{value}' (its brackets do not "
+                'balance: {opened} opened, {closed} closed); expected a number, True/False/None, '
+                'a string or a bracketed list such as [1,2]')
+RESUME_FIX = ('give the checkpoint to resume, e.g. --resume WORK_DIR/epoch_N.pth, or --resume '
+              'alone to resume the latest one of --work-dir')
+NOT_TORCH = ("is not a PyTorch checkpoint: it begins with b'mode', expected a file torch.save "
+             "wrote (a zip archive, beginning with b'PK'). Check the path.")
+LAUNCHER = ('--launcher pytorch needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in the '
+            'environment (the launcher sets them for each process), but none is set; launch it '
+            'with bash tools/dist_train.sh CONFIG NPROC or torchrun --nproc_per_node NPROC '
+            'tools/train.py CONFIG --launcher pytorch, or leave out --launcher pytorch to train '
+            'in one process')
+#: The RetinaNet test detector's checkpoint against the Faster R-CNN test detector.
+OTHER_MODEL = (
+    "--resume '{retina_ckpt}' does not fit this config's model (FasterRCNN; the checkpoint's "
+    "is RetinaNet): 16 of the model's 150 weights are not in it (e.g. "
+    "'neck.lateral_convs.3.conv.weight'); 22 of its 156 are not in the model (e.g. "
+    "'neck.fpn_convs.4.conv.weight'); 4 have another shape (e.g. "
+    "'neck.lateral_convs.0.conv.weight': [64, 32, 1, 1] in it, [64, 16, 1, 1] in the "
+    'model); expected a checkpoint of this config: resume with the config that wrote it, or '
+    'pass --cfg-options load_from={retina_ckpt} without --resume to start a new run from its '
+    'weights')
 
 
 def _global_batch(expected: int, ranks: int, fix: int) -> str:
@@ -42,11 +69,16 @@ DEMO_DATA = [osp.join(REPO, 'tools', 'make_demo_data.py')]
 DIST = ['bash', osp.join(REPO, 'tools', 'dist_train.sh')]
 DIFF = [osp.join(REPO, 'tools', 'repro_diff.py')]
 DIGEST = [osp.join(REPO, 'tools', 'weights_digest.py')]
+BUNDLE = [osp.join(REPO, 'tools', 'bundle.py')]
 
 #: (tool, arguments, the whole of stderr). ``{work_dir}``, ``{bad}`` (a config with a
 #: syntax error), ``{child}`` (a config inheriting it), ``{plain}`` (a config without
-#: ``auto_scale_lr``), ``{missing}`` and ``{no_torch}`` (a python that cannot import
-#: torch) are filled in per test.
+#: ``auto_scale_lr``), ``{missing}``, ``{no_torch}`` (a python that cannot import
+#: torch), ``{files}`` (the directory of these files, no checkpoint in it) and ``{bare}``
+#: (a bare state dict saved by torch, in a directory under it) are filled in per test;
+#: for :data:`NEEDS_RUNS`, ``{retina_dir}`` (the cached RetinaNet run), ``{retina_ckpt}``
+#: (its first checkpoint), ``{retina_last}`` (its last) and ``{faster}`` (a Faster R-CNN
+#: config).
 CASES = {
     'train-key-without-value': (TRAIN, [*W, DEMO, '--cfg-options', 'randomness.seed'],
                                 'train.py: error: ' + NO_KEY_VALUE),
@@ -54,10 +86,8 @@ CASES = {
                                "train.py: error: --cfg-options expects KEY=VALUE pairs, got "
                                "'=3' (no key): write it as KEY=VALUE, e.g. randomness.seed=0"),
     'train-unparsable-value': (TRAIN, [*W, DEMO, '--cfg-options', 'randomness.seed=[1,2'],
-                               "train.py: error: --cfg-options randomness.seed: cannot parse "
-                               "the value '[1,2' (Imbalanced brackets exist in [1,2); expected "
-                               'a number, True/False/None, a string or a bracketed list such '
-                               'as [1,2]'),
+                               'train.py: error: ' + CANNOT_PARSE.format(
+                                   key='randomness.seed', value='[1,2', opened=1, closed=0)),
     'train-syntax-error': (TRAIN, [*W, '{bad}'], 'train.py: error: ' + SYNTAX),
     'train-syntax-error-in-base': (TRAIN, [*W, '{child}'], 'train.py: error: ' + SYNTAX_IN_BASE),
     'train-missing-config': (TRAIN, [*W, '{missing}'], 'train.py: error: ' + MISSING),
@@ -121,7 +151,109 @@ CASES = {
     'dist-global-batch-2-ranks': (DIST, [DEMO, '2', *W, '--cfg-options',
                                          'randomness.global_batch=2'],
                                   'train.py: error: ' + _global_batch(2, 2, 1)),
+    'train-unbalanced-brackets': (
+        TRAIN, [*W, DEMO, '--cfg-options', 'train_cfg.max_epochs=[1'],
+        'train.py: error: ' + CANNOT_PARSE.format(key='train_cfg.max_epochs', value='[1',
+                                                  opened=1, closed=0)),
+    'train-string-for-a-number': (
+        TRAIN, [*W, DEMO, '--cfg-options', 'train_cfg.max_epochs=three'],
+        "train.py: error: --cfg-options train_cfg.max_epochs='three': expected a number (the "
+        'config has train_cfg.max_epochs=3), got a string; write e.g. train_cfg.max_epochs=3'),
+    'train-randomness-not-a-dict': (
+        TRAIN, [*W, DEMO, '--cfg-options', 'randomness=5'],
+        'train.py: error: randomness must be a dict such as dict(seed=0, deterministic=True), '
+        'got 5 (int). Set its keys, e.g. `--cfg-options randomness.seed=5` or `randomness = '
+        'dict(seed=5)` in the config.'),
+    'train-negative-seed': (TRAIN, [*W, DEMO, '--seed', '-1'],
+                            'train.py: error: argument --seed: --seed must be in [0, '
+                            '4294967295] (2**32 - 1), got -1. Pick a seed in that range, e.g. '
+                            '`1`.'),
+    'train-work-dir-is-a-file': (
+        TRAIN, ['--work-dir', '{plain}', DEMO],
+        "train.py: error: --work-dir '{plain}' is a file, expected a directory (made if "
+        'missing) for the checkpoints and logs; choose another path'),
+    'train-work-dir-under-a-file': (
+        TRAIN, ['--work-dir', '{plain}/work', DEMO],
+        "train.py: error: --work-dir '{plain}/work' cannot be made: '{plain}' is a file, "
+        'expected a directory; choose another path'),
+    'train-launcher-without-environment': (TRAIN, [*W, DEMO, '--launcher', 'pytorch'],
+                                           'train.py: error: ' + LAUNCHER),
+    'train-resume-missing-file': (
+        TRAIN, [*W, DEMO, '--resume', '{missing}.pth'],
+        "train.py: error: --resume '{missing}.pth': no such file, expected a checkpoint file "
+        '(.pth); ' + RESUME_FIX),
+    'train-resume-directory': (
+        TRAIN, [*W, DEMO, '--resume', '{files}'],
+        "train.py: error: --resume '{files}' is a directory holding no checkpoint, expected a "
+        'checkpoint file (.pth); ' + RESUME_FIX),
+    'train-resume-work-dir': (
+        TRAIN, [*W, DEMO, '--resume', '{retina_dir}'],
+        "train.py: error: --resume '{retina_dir}' is a directory, expected a checkpoint file "
+        '(.pth); give one of its checkpoints (--resume {retina_last}), or --resume alone with '
+        '--work-dir {retina_dir} to resume its latest'),
+    'train-resume-not-a-checkpoint': (TRAIN, [*W, DEMO, '--resume', '{plain}'],
+                                      "train.py: error: --resume '{plain}' " + NOT_TORCH),
+    'train-resume-weights-only': (
+        TRAIN, [*W, DEMO, '--resume', '{bare}'],
+        "train.py: error: --resume '{bare}' lacks state_dict, message_hub, meta['epoch'] and "
+        "meta['iter'], so it is not a training checkpoint that can be resumed; expected one "
+        "that MMEngine's CheckpointHook saved: to start a new run from its weights, pass "
+        '--cfg-options load_from={bare} without --resume'),
+    'train-resume-another-model': (TRAIN, [*W, '{faster}', '--resume', '{retina_ckpt}'],
+                                   'train.py: error: ' + OTHER_MODEL),
+    'train-load-from-missing-file': (
+        TRAIN, [*W, DEMO, '--cfg-options', 'load_from={missing}.pth'],
+        "train.py: error: load_from '{missing}.pth': no such file, expected a checkpoint file "
+        '(.pth); check the path given to load_from'),
+    'check-config-resume-missing-file': (
+        TRAIN, [*W, DEMO, '--check-config', '--resume', '{missing}.pth'],
+        "train.py: error: --resume '{missing}.pth': no such file, expected a checkpoint file "
+        '(.pth); ' + RESUME_FIX),
+    'check-config-work-dir-is-a-file': (
+        TRAIN, ['--work-dir', '{plain}', DEMO, '--check-config'],
+        "train.py: error: --work-dir '{plain}' is a file, expected a directory (made if "
+        'missing) for the checkpoints and logs; choose another path'),
+    'check-config-launcher-without-world-size': (
+        TRAIN, [*W, DEMO, '--check-config', '--launcher', 'pytorch'],
+        'train.py: error: --check-config --launcher pytorch checks the arguments for every '
+        'process the launcher will start and needs their number in WORLD_SIZE, but it is not '
+        'set; run it as WORLD_SIZE=NPROC tools/train.py CONFIG --check-config --launcher '
+        'pytorch (tools/dist_train.sh does)'),
+    'check-config-resume-another-model': (
+        TRAIN, [*W, '{faster}', '--check-config', '--resume', '{retina_ckpt}'],
+        'train.py: error: ' + OTHER_MODEL),
+    'dist-resume-missing-file': (
+        DIST, [DEMO, '2', *W, '--resume', '{missing}.pth'],
+        "train.py: error: --resume '{missing}.pth': no such file, expected a checkpoint file "
+        '(.pth); ' + RESUME_FIX),
+    'dist-resume-another-model': (DIST, ['{faster}', '2', *W, '--resume', '{retina_ckpt}'],
+                                  'train.py: error: ' + OTHER_MODEL),
+    'digest-directory': (DIGEST, ['{files}'],
+                         'mmrepro-digest: error: {files}: a directory holding no checkpoint, '
+                         'expected a checkpoint file (.pth)'),
+    'digest-work-dir': (DIGEST, ['{retina_dir}'],
+                        'mmrepro-digest: error: {retina_dir}: a directory, expected a '
+                        'checkpoint file (.pth) in it, e.g. {retina_last}'),
+    'digest-not-a-checkpoint': (DIGEST, ['{plain}'],
+                                "mmrepro-digest: error: Checkpoint '{plain}' " + NOT_TORCH),
+    'bundle-missing-out-directory': (
+        BUNDLE, ['{files}', '{missing}/b.tar.gz'],
+        'mmrepro-bundle: error: {missing}/b.tar.gz: its directory {missing} does not exist; '
+        'nothing was written (make it first, or choose another path)'),
+    'bundle-missing-work-dir': (
+        BUNDLE, ['{missing}', '{files}/b.tar.gz'],
+        'mmrepro-bundle: error: {missing}: no such directory; expected the work dir (or a log '
+        'dir) of a run trained with mmrepro'),
+    'bundle-no-run-record': (
+        BUNDLE, ['{files}', '{files}/b.tar.gz'],
+        'mmrepro-bundle: error: {files}: no run_record.json in it or in a log dir under it; '
+        'give the work dir of a run trained with mmrepro'),
 }
+#: The cases that name the session's cached RetinaNet run or the Faster R-CNN test config.
+NEEDS_RUNS = ('train-resume-work-dir', 'train-resume-another-model', 'digest-work-dir',
+              'check-config-resume-another-model', 'dist-resume-another-model')
+#: What a launcher sets; the cases run without them.
+LAUNCHER_VARIABLES = ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')
 
 #: The cases whose line docs/tools.md shows (its ``error-contract`` block), in its order.
 DOCUMENTED = ('train-key-without-value', 'train-syntax-error', 'train-global-batch')
@@ -140,15 +272,30 @@ def places(tmp_path) -> dict:
     no_torch = files / 'no_torch_python'  # this interpreter without its site-packages
     no_torch.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
     no_torch.chmod(0o755)
+    bare = files / 'weights' / 'bare.pth'  # {files} itself holds no checkpoint
+    bare.parent.mkdir()
+    torch.save({'fc.weight': torch.zeros(2, 2)}, str(bare))
     return dict(bad=str(files / 'bad.py'), child=str(files / 'child.py'),
                 plain=str(files / 'plain.py'), missing=str(files / 'missing.py'),
-                no_torch=str(no_torch), work_dir=str(tmp_path / 'work'))
+                no_torch=str(no_torch), work_dir=str(tmp_path / 'work'), files=str(files),
+                bare=str(bare))
+
+
+def _with_runs(places: dict, request, tmp_path) -> dict:
+    """``places`` and the cached RetinaNet run's checkpoints and a Faster R-CNN config."""
+    runs = request.getfixturevalue('runs')
+    retina = runs.get('retinanet', 'base')
+    faster = write_config(str(tmp_path / 'configs' / 'faster.py'), 'faster_rcnn',
+                          runs.data_root)
+    return dict(places, retina_dir=retina, retina_ckpt=checkpoint(retina, 'epoch_1.pth'),
+                retina_last=checkpoint(retina), faster=faster)
 
 
 def _run(case: str, places: dict, cwd: str) -> subprocess.CompletedProcess:
     tool, args, _ = CASES[case]
     command = tool if tool is DIST else [sys.executable, *tool]
-    env = {**os.environ, 'PYTHONPATH': pythonpath(REPO)}
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    env['PYTHONPATH'] = pythonpath(REPO)
     if case == 'dist-python-without-torch':
         env['PYTHON'] = places['no_torch']
     elif tool is DIST:
@@ -158,13 +305,18 @@ def _run(case: str, places: dict, cwd: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize('case', sorted(CASES))
-def test_bad_input_is_one_error_line_exit_2_and_nothing_written(case, places, tmp_path):
+def test_bad_input_is_one_error_line_exit_2_and_nothing_written(case, places, tmp_path,
+                                                                 request):
+    if case in NEEDS_RUNS:
+        places = _with_runs(places, request, tmp_path)
     cwd = tmp_path / 'cwd'
     cwd.mkdir()
+    files = sorted(os.listdir(places['files']))
     proc = _run(case, places, str(cwd))
     assert proc.stderr.splitlines() == [CASES[case][2].format(**places)], proc.stderr
     assert proc.returncode == 2
     assert not osp.exists(places['work_dir']) and os.listdir(cwd) == []
+    assert sorted(os.listdir(places['files'])) == files
 
 
 def test_docs_show_the_lines_the_tools_print(places, tmp_path):
@@ -180,3 +332,20 @@ def test_check_config_accepts_a_good_config_and_writes_nothing(places, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f'{DEMO}: arguments and config are valid\n'
     assert not osp.exists(places['work_dir'])
+
+
+def test_check_config_accepts_a_checkpoint_of_the_config_and_writes_nothing(places, tmp_path,
+                                                                            request):
+    places = _with_runs(places, request, tmp_path)
+    retina = write_config(str(tmp_path / 'configs' / 'retina.py'), 'retinanet',
+                          request.getfixturevalue('runs').data_root)
+    for resume in (['--resume', places['retina_ckpt']], ['--resume']):
+        work_dir = places['retina_dir'] if resume == ['--resume'] else places['work_dir']
+        before = sorted(os.listdir(places['retina_dir']))
+        proc = subprocess.run([sys.executable, *TRAIN, retina, '--check-config', '--work-dir',
+                               work_dir, *resume], cwd=tmp_path / 'files', capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == f'{retina}: arguments and config are valid\n'
+        assert not osp.exists(places['work_dir'])
+        assert sorted(os.listdir(places['retina_dir'])) == before

@@ -1,6 +1,8 @@
 """Build mmdet datasets and loaders on the generated tiny data, in-process; and the
 random augmentations every test pipeline uses."""
 import copy
+import hashlib
+import logging
 import os.path as osp
 from typing import List, Sequence, Tuple
 
@@ -68,3 +70,32 @@ def albu_pipeline(scale: Tuple[int, int]) -> List[dict]:
     pipeline = _albu_config()['train_pipeline']
     next(t for t in pipeline if t['type'] == 'Resize')['scale'] = scale
     return pipeline
+
+
+def batch_digests(loader, epochs=(0, 1)) -> List[str]:
+    """sha256 of every batch's images and boxes (``pseudo_collate``), epoch by epoch."""
+    out = []
+    for epoch in epochs:
+        loader.batch_sampler.sampler.set_epoch(epoch)
+        for batch in loader:
+            digest = hashlib.sha256()
+            for img, sample in zip(batch['inputs'], batch['data_samples'], strict=True):
+                digest.update(img.numpy().tobytes())
+                digest.update(sample.gt_instances.bboxes.numpy().tobytes())
+            out.append(digest.hexdigest())
+    return out
+
+
+def logged(make) -> List[Tuple[int, str]]:
+    """``(level, message)`` of what MMEngine's current logger got while ``make()`` ran."""
+    from mmengine.logging import MMLogger
+    records = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append
+    logger = MMLogger.get_current_instance()
+    logger.addHandler(handler)
+    try:
+        make()
+    finally:
+        logger.removeHandler(handler)
+    return [(r.levelno, r.getMessage()) for r in records]

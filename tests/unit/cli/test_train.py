@@ -10,7 +10,7 @@ import sys
 import pytest
 from support.repro_utils import CONFIGS, REPO, pythonpath
 
-from mmrepro.cli.train import build_config, parse_args
+from mmrepro.cli.train import build_config, parse_args, seed_source
 
 
 def _cfg(*argv):
@@ -65,3 +65,14 @@ def test_hash_seed_reexec_fixes_hashing_in_the_process(tmp_path):
 
     assert run('fix') == run('fix')
     assert run('free') != run('free')  # randomised without it
+
+
+@pytest.mark.parametrize('argv, source', [
+    ([], 'config'),
+    (['--seed', '3'], '--seed'),
+    (['--seed', '3', '--cfg-options', 'randomness.seed=4'], '--seed'),
+    (['--cfg-options', 'randomness.seed=4'], '--cfg-options randomness.seed'),
+    (['--cfg-options', 'randomness.deterministic=True'], 'config'),
+])
+def test_the_seed_source_is_the_argument_that_set_it(argv, source):
+    assert seed_source(parse_args([CONFIGS['retinanet'], *argv])) == source

@@ -1,11 +1,8 @@
 """Keyed CachedMosaic/CachedMixUp: the same samples with any num_workers and after resume."""
-import hashlib
-import logging
 
 import pytest
-from mmengine.logging import MMLogger
 from mmengine.runner import Runner
-from support.mmdet_data import coco, loader_cfg
+from support.mmdet_data import batch_digests, coco, loader_cfg, logged
 
 from mmrepro.data import make_reproducible
 from mmrepro.data.keyed_cache import KeyedCache, pipeline_transforms
@@ -32,34 +29,22 @@ def _loader(data_root, num_workers=0, keyed=True, seed=3):
     return make_reproducible(Runner.build_dataloader(cfg, seed=seed), seed, keyed_cache=keyed)
 
 
-def _batches(loader, epochs=(0, 1)):
-    """Per batch: sha256 of its images and boxes, epoch by epoch."""
-    out = []
-    for epoch in epochs:
-        loader.batch_sampler.sampler.set_epoch(epoch)
-        for batch in loader:
-            digest = hashlib.sha256()
-            for img, sample in zip(batch['inputs'], batch['data_samples'], strict=True):
-                digest.update(img.numpy().tobytes())
-                digest.update(sample.gt_instances.bboxes.numpy().tobytes())
-            out.append(digest.hexdigest())
-    return out
 
 
 @pytest.fixture(scope='module')
 def reference(data_root):
     """The keyed stream of two epochs with num_workers=0."""
-    return _batches(_loader(data_root))
+    return batch_digests(_loader(data_root))
 
 
 def test_keyed_mosaic_and_mixup_are_the_same_for_0_and_2_workers(data_root, reference):
     assert len(reference) == 16
-    assert _batches(_loader(data_root, num_workers=2)) == reference
+    assert batch_digests(_loader(data_root, num_workers=2)) == reference
 
 
 def test_per_worker_caches_differ_between_0_and_2_workers(data_root):
     # What the keyed mode fixes: MMDetection's caches follow the workers.
-    plain = [_batches(_loader(data_root, n, keyed=False), epochs=(0,)) for n in (0, 2)]
+    plain = [batch_digests(_loader(data_root, n, keyed=False), epochs=(0,)) for n in (0, 2)]
     assert plain[0] != plain[1]
 
 
@@ -73,18 +58,18 @@ def test_a_recomputed_partner_is_the_sample_as_it_reached_the_transform(data_roo
     assert [c.size for c in caches] == [5, 3]
     for cache in caches:
         cache.memo_size = 0
-    assert _batches(loader) == reference
+    assert batch_digests(loader) == reference
 
 
 def test_resumed_mid_epoch_the_stream_goes_on_unchanged(data_root, reference):
     loader = _loader(data_root, num_workers=2)
     loader.batch_sampler.resume_at(epoch=1, batches=3)
-    assert _batches(loader, epochs=(1,)) == reference[8 + 3:]
+    assert batch_digests(loader, epochs=(1,)) == reference[8 + 3:]
 
 
 def test_partners_are_drawn_and_mostly_reused_in_one_process(data_root):
     loader = _loader(data_root)
-    _batches(loader, epochs=(0,))
+    batch_digests(loader, epochs=(0,))
     mosaic, mixup = [t.results_cache for t in pipeline_transforms(loader.dataset)
                      if isinstance(getattr(t, 'results_cache', None), KeyedCache)]
     # 12 samples of 16 have 5 candidates: 3 partners each (a sample whose crop came
@@ -96,26 +81,15 @@ def test_partners_are_drawn_and_mostly_reused_in_one_process(data_root):
     assert mixup.recomputed == 0 and mosaic.recomputed <= mosaic.reused
 
 
-def _logged(make):
-    records = []
-    handler = logging.Handler(logging.INFO)
-    handler.emit = records.append
-    logger = MMLogger.get_current_instance()
-    logger.addHandler(handler)
-    try:
-        make()
-    finally:
-        logger.removeHandler(handler)
-    return [r.getMessage() for r in records]
 
 
 def test_the_log_says_which_transforms_are_keyed(data_root):
     assert ("mmrepro: ['CachedMixUp', 'CachedMosaic'] draw their partners by key from the "
-            'previous samples of the stream (6 looked back)') in _logged(
-                lambda: _loader(data_root))[-1]
+            'previous samples of the stream (6 looked back)') in logged(
+                lambda: _loader(data_root))[-1][1]
 
 
 def test_per_worker_caches_are_a_warning(data_root):
-    messages = _logged(lambda: _loader(data_root, keyed=False))
+    messages = [message for _, message in logged(lambda: _loader(data_root, keyed=False))]
     assert ("mmrepro: ['CachedMixUp', 'CachedMosaic'] keep a cache of earlier samples in each "
             'worker process (randomness.keyed_cache=False)') in messages[-1]

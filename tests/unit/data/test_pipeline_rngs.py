@@ -1,14 +1,12 @@
 """Generators a pipeline owns: albumentations' keyed per sample, any other one named."""
-import hashlib
 import logging
 import pickle
 
 import pytest
-from mmengine.logging import MMLogger
 from mmengine.runner import Runner
 from packaging.version import Version
 from support import own_rng_transform  # noqa: F401  (registers OwnRNGNoise)
-from support.mmdet_data import albu, albu_pipeline, coco, loader_cfg
+from support.mmdet_data import albu, albu_pipeline, batch_digests, coco, loader_cfg, logged
 
 from mmrepro.data import make_reproducible
 from mmrepro.data.pipeline_rngs import OwnedGenerator, PipelineRNGs, find_generators
@@ -62,18 +60,6 @@ def test_multibranch_and_dataset_wrappers_are_walked(data_root):
                for g in keyed)
 
 
-def _digests(loader, epochs=(0, 1)):
-    """sha256 of every batch's images and boxes, epoch by epoch."""
-    out = []
-    for epoch in epochs:
-        loader.batch_sampler.sampler.set_epoch(epoch)
-        for batch in loader:
-            digest = hashlib.sha256()
-            for img, sample in zip(batch['inputs'], batch['data_samples'], strict=True):
-                digest.update(img.numpy().tobytes())
-                digest.update(sample.gt_instances.bboxes.numpy().tobytes())
-            out.append(digest.hexdigest())
-    return out
 
 
 #: Albu drawing everything (p=1), then a keyed CachedMosaic: a partner is recomputed
@@ -95,13 +81,13 @@ def _loader(data_root, pipeline, num_workers=0, keyed=True, seed=5):
 
 @pytest.fixture(scope='module')
 def reference(data_root):
-    return _digests(_loader(data_root, MOSAIC))
+    return batch_digests(_loader(data_root, MOSAIC))
 
 
 def test_albu_draws_the_same_on_a_rebuild_and_with_2_workers(data_root, reference):
     assert len(reference) == 16 and len(set(reference)) == 16
-    assert _digests(_loader(data_root, MOSAIC)) == reference
-    assert _digests(_loader(data_root, MOSAIC, num_workers=2)) == reference
+    assert batch_digests(_loader(data_root, MOSAIC)) == reference
+    assert batch_digests(_loader(data_root, MOSAIC, num_workers=2)) == reference
 
 
 def test_a_partner_recomputed_through_albu_is_the_sample_it_was(data_root, reference):
@@ -110,13 +96,13 @@ def test_a_partner_recomputed_through_albu_is_the_sample_it_was(data_root, refer
     for t in pipeline_transforms(loader.dataset):
         if isinstance(getattr(t, 'results_cache', None), KeyedCache):
             t.results_cache.memo_size = 0
-    assert _digests(loader) == reference
+    assert batch_digests(loader) == reference
 
 
 def test_resumed_mid_epoch_albu_goes_on_unchanged(data_root, reference):
     loader = _loader(data_root, MOSAIC, num_workers=2)
     loader.batch_sampler.resume_at(epoch=1, batches=3)
-    assert _digests(loader, epochs=(1,)) == reference[8 + 3:]
+    assert batch_digests(loader, epochs=(1,)) == reference[8 + 3:]
 
 
 @pytest.mark.skipif(not OWNS, reason='albumentations before 1.4.21 draws from the global '
@@ -125,7 +111,7 @@ def test_without_mmrepro_albu_differs_on_a_rebuild(data_root):
     # What the keying fixes: each Compose seeds its own generators from OS entropy.
     pipeline = albu_pipeline(SCALE)
     pipeline[3] = albu(ALWAYS)
-    plain = [_digests(_loader(data_root, pipeline, keyed=False), epochs=(0,)) for _ in '12']
+    plain = [batch_digests(_loader(data_root, pipeline, keyed=False), epochs=(0,)) for _ in '12']
     assert plain[0] != plain[1]
 
 
@@ -145,23 +131,12 @@ def test_a_worker_keys_its_own_copies(data_root):
                 for g in rngs._keyed]
 
 
-def _logged(make):
-    records = []
-    handler = logging.Handler(logging.INFO)
-    handler.emit = records.append
-    logger = MMLogger.get_current_instance()
-    logger.addHandler(handler)
-    try:
-        make()
-    finally:
-        logger.removeHandler(handler)
-    return [(r.levelno, r.getMessage()) for r in records]
 
 
 def test_the_log_names_keyed_and_unkeyed_generators(data_root):
     pipeline = albu_pipeline(SCALE)
     pipeline.insert(3, dict(type='OwnRNGNoise'))
-    messages = _logged(lambda: _loader(data_root, pipeline))
+    messages = logged(lambda: _loader(data_root, pipeline))
     assert (logging.WARNING,
             'mmrepro: the pipeline owns generator(s) mmrepro does not key: OwnRNGNoise.rng '
             '(numpy.random.Generator); their draws change on every rerun (unless the '

@@ -1,7 +1,15 @@
-"""Runner.set_randomness through mmrepro: the intra-op thread count it pins."""
+"""Runner.set_randomness through mmrepro: the intra-op thread count it pins; the seed log
+line says where the seed came from (the config, ``--seed`` or ``--cfg-options`` as
+``tools/train.py`` notes it, a checkpoint, or drawn)."""
+import re
+
+import pytest
 import torch
 from mmengine.runner import Runner
 from support.toy_runner import Regressor
+
+import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+from mmrepro.patches.runner_randomness import note_seed_source
 
 
 def _runner(tmp_path, **randomness):
@@ -26,3 +34,29 @@ def test_threads_key_pins_the_intra_op_threads(tmp_path):
         assert torch.get_num_threads() == 2  # no key: PyTorch's own count, untouched
     finally:
         torch.set_num_threads(before)
+
+
+def _seed_line(tmp_path, name, **randomness):
+    runner = Runner(model=Regressor(), work_dir=str(tmp_path / name),
+                    randomness=dict(randomness), experiment_name=f'{name}-{id(tmp_path)}',
+                    custom_hooks=[dict(type='ReproducibilityHook')])
+    with open(runner.logger.log_file) as f:
+        return re.search(r'mmrepro: seed \d+ \(([^)]*)\)', f.read()).group(0)
+
+
+@pytest.fixture(autouse=True)
+def _no_note():
+    yield
+    note_seed_source(None, 'config')
+
+
+def test_the_log_names_where_the_seed_was_given(tmp_path):
+    assert _seed_line(tmp_path, 'config', seed=5) == 'mmrepro: seed 5 (config)'
+    note_seed_source(7, '--seed')
+    assert _seed_line(tmp_path, 'cli', seed=7) == 'mmrepro: seed 7 (--seed)'
+    note_seed_source(3, '--cfg-options randomness.seed')
+    assert _seed_line(tmp_path, 'option', seed=3) == (
+        'mmrepro: seed 3 (--cfg-options randomness.seed)')
+    assert _seed_line(tmp_path, 'other', seed=4) == 'mmrepro: seed 4 (config)'  # not noted
+    assert re.fullmatch(r'mmrepro: seed \d+ \(drawn on rank 0 and broadcast; pass it back '
+                        r'with --seed to rerun\)', _seed_line(tmp_path, 'drawn'))

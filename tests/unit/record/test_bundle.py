@@ -1,9 +1,11 @@
 """mmrepro.record.bundle and mmrepro-bundle: one file to share instead of a work dir."""
 from __future__ import annotations
 
+import glob
 import io
 import json
 import os
+import shutil
 import tarfile
 
 import pytest
@@ -77,9 +79,49 @@ def test_an_existing_bundle_is_never_overwritten(toy_runs, tmp_path, capsys):
     assert out.read_bytes() == b'mine'
     assert bundle_main([str(tmp_path), str(tmp_path / 'b.tar.gz')]) == 2
     assert capsys.readouterr().err == (
-        f'mmrepro-bundle: error: {tmp_path}: no run_record.json in a log dir under it; give '
-        'the work dir of a run trained with mmrepro\n')
+        f'mmrepro-bundle: error: {tmp_path}: no run_record.json in it or in a log dir under '
+        'it; give the work dir of a run trained with mmrepro\n')
     assert not os.path.exists(tmp_path / 'b.tar.gz')
+
+
+def test_a_bundle_into_a_missing_directory_is_refused_before_reading(toy_runs, tmp_path,
+                                                                      capsys):
+    out = tmp_path / 'nodir' / 'b.tar.gz'
+    assert bundle_main([str(toy_runs / 'a'), str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f'mmrepro-bundle: error: {out}: its directory {out.parent} does not exist; nothing '
+        'was written (make it first, or choose another path)\n')
+    assert not (tmp_path / 'nodir').exists()
+
+
+def test_a_log_dir_bundles_as_diff_reads_it(toy_runs, tmp_path, capsys):
+    log_dir = os.path.dirname(glob.glob(str(toy_runs / 'a' / '*' / 'run_record.json'))[0])
+    out = str(tmp_path / 'log.tar.gz')
+    assert bundle_main([log_dir, out]) == 0
+    assert capsys.readouterr().out.startswith(
+        f'bundle: {out} (')  # the summary line; its counts are pinned below
+    stamp = os.path.basename(log_dir)
+    dumps = [n for n in os.listdir(toy_runs / 'a') if n.endswith('.py')]  # the config dump
+    assert len(dumps) == 1
+    assert _members(out) == sorted([*dumps, 'bundle.json', f'{stamp}/run_record.json',
+                                    f'{stamp}/trace.jsonl', f'{stamp}/vis_data/config.py',
+                                    f'{stamp}/vis_data/scalars.json'])
+    manifest = unpack(out, str(tmp_path / 'x'))
+    assert manifest['work_dir'] == 'a' and len(manifest['checkpoints']) == 3
+    assert diff_main([out, str(toy_runs / 'a')]) == 0
+    assert 'bit-identical, as expected' in capsys.readouterr().out
+
+
+def test_the_summary_counts_in_the_singular_and_plural(toy_runs, tmp_path, capsys):
+    one = tmp_path / 'one'
+    shutil.copytree(toy_runs / 'a', one)
+    for name in ('epoch_1.pth', 'epoch_2.pth'):
+        (one / name).unlink()
+    out = str(tmp_path / 'one.tar.gz')
+    assert bundle_main([str(one), out]) == 0
+    size = os.path.getsize(out) / 1024
+    assert capsys.readouterr().out == (f'bundle: {out} ({size:.0f} KiB, 5 files, 1 checkpoint '
+                                       'digest, without the weights)\n')
 
 
 def test_a_member_outside_the_bundle_is_refused(tmp_path):

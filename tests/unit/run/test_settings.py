@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from mmrepro.rng.seeding import set_random_seed
-from mmrepro.run.settings import has_fill_uninitialized_memory, validate_randomness
+from mmrepro.run.settings import check_seed, has_fill_uninitialized_memory, validate_randomness
 
 
 @pytest.fixture(autouse=True)
@@ -44,9 +44,25 @@ def test_flags_must_be_bool(key):
         validate_randomness({key: 1})
 
 
-def test_randomness_must_be_a_dict():
-    with pytest.raises(TypeError, match=r'`randomness` must be a dict'):
-        validate_randomness([('seed', 1)])
+@pytest.mark.parametrize('value, shown, seed', [([('seed', 1)], "[('seed', 1)] (list)", 0),
+                                                (5, '5 (int)', 5), (-5, '-5 (int)', 0),
+                                                (True, 'True (bool)', 0)])
+def test_randomness_must_be_a_dict(value, shown, seed):
+    """A whole number in range was probably meant as the seed: the fix says so."""
+    with pytest.raises(TypeError) as info:
+        validate_randomness(value)
+    assert str(info.value) == (
+        f'randomness must be a dict such as dict(seed=0, deterministic=True), got {shown}. '
+        f'Set its keys, e.g. `--cfg-options randomness.seed={seed}` or `randomness = '
+        f'dict(seed={seed})` in the config.')
+
+
+@pytest.mark.parametrize('seed, suggested', [(-1, 1), (-5, 5), (2**32, 0), (2**32 + 7, 7)])
+def test_an_out_of_range_seed_gets_a_seed_in_range_suggested(seed, suggested):
+    with pytest.raises(ValueError) as info:
+        check_seed(seed, '--seed')
+    assert str(info.value) == (f'--seed must be in [0, 4294967295] (2**32 - 1), got {seed}. '
+                               f'Pick a seed in that range, e.g. `{suggested}`.')
 
 
 def test_defaults_filled():
