@@ -17,6 +17,7 @@ it instead of changing what it draws.
 """
 from __future__ import annotations
 
+import hashlib
 import types
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -174,10 +175,16 @@ class PipelineRNGs:
             self._pipelines = pipelines
 
     def seed(self, key: Tuple[int, ...]) -> None:
-        """Seed the global generators and every keyed one from ``key``."""
+        """Seed the global generators and every keyed one from ``key``: the keyed
+        generators take consecutive slices of one SHAKE-128 stream of the key's digest
+        (tagged :data:`~mmrepro.rng.keys.OWNED`), in the walk's order."""
         seed_host_rngs(key)
+        if not self._keyed:
+            return
+        stream = hashlib.shake_128(derive_bytes(OWNED, *key)).digest(
+            SEED_BYTES * len(self._keyed))
         for slot, generator in enumerate(self._keyed):
-            seed_generator(generator, derive_bytes(OWNED, slot, *key, size=SEED_BYTES))
+            seed_generator(generator, stream[slot * SEED_BYTES:(slot + 1) * SEED_BYTES])
 
     def get_states(self) -> Tuple[Any, List[Any]]:
         """The states of the global generators and of the keyed ones."""
