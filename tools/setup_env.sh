@@ -84,11 +84,14 @@ setup_stack() {
   # 1.x on the floor. Without its opencv-python-headless (mmcv's opencv-python gives the
   # same cv2; both in one environment overwrite each other's files), so its other
   # dependencies are named here.
-  local albu_deps=(pydantic stringzilla simsimd)
-  [ "$stack" = floor ] && albu_deps=(pydantic eval-type-backport "$(pin scikit-image)")
-  have albumentations "$(want albumentations)" || { echo "[setup:$stack] installing" \
-    "$(pin albumentations)"; "${pip[@]}" install --no-deps "$(pin albumentations)" \
-    "$(pin albucore)" && "${pip[@]}" install -c "$pins" "${albu_deps[@]}"; }
+  local albu=("$(pin albumentations)" "$(pin albucore)") albu_deps=(pydantic stringzilla simsimd)
+  if [ "$stack" = floor ]; then
+    albu=("$(pin albumentations)" "$(pin qudida)")
+    albu_deps=("$(pin scikit-image)" "$(pin scikit-learn)")
+  fi
+  have albumentations "$(want albumentations)" || { echo "[setup:$stack] installing ${albu[*]}"
+    "${pip[@]}" uninstall -y -q albumentations albucore 2>/dev/null || true
+    "${pip[@]}" install --no-deps "${albu[@]}" && "${pip[@]}" install -c "$pins" "${albu_deps[@]}"; }
   # Triton: the CUDA kernels' tests run on CPU through its interpreter (the CPU wheel
   # of torch does not pull it in; the floor's torch pins its own).
   have triton "$(want triton)" || { echo "[setup:$stack] installing $(pin triton)"; \

@@ -5,7 +5,7 @@ resume and on another layout of the same global batch. RetinaNet on the tiny COC
 with ``configs/albu_example``'s transform list (less ``JpegCompression``), 2 epochs of
 global batch 4. The current stack has albumentations
 2.0.8, whose transforms own their generators (mmrepro keys them per sample); the floor
-has 1.4.18, which draws from the global generators (mmrepro seeds them per sample).
+has 1.3.1, which draws from the global generators (mmrepro seeds them per sample).
 
 A custom transform that owns ``np.random.default_rng()``: named in the log, by the check
 and by the diff's verdict; ``randomness.strict=True`` refuses to train with it.
@@ -33,7 +33,7 @@ from mmrepro.cli.repro_diff import main as diff_main
 from mmrepro.record.run_record import find_log_dir
 
 pytestmark = pytest.mark.slow
-#: The Albu tests run on the floor stack too (albumentations 1.4.18 there).
+#: The Albu tests run on the floor stack too (albumentations 1.3.1 there).
 ALSO_ON_FLOOR = pytest.mark.floor
 
 #: The Albu pipeline, and a checkpoint in the middle of epoch 2 of the 2 ranks x 2 run
@@ -47,7 +47,7 @@ ALBU = (f'train_dataloader = dict(dataset=dict(pipeline='
 def albu_runs(tmp_path_factory, data_root):
     pytest.importorskip('albumentations', reason='albumentations is not installed '
                         '(tools/setup_env.sh installs 2.0.8 on the current stack and '
-                        '1.4.18 on the floor)')
+                        '1.3.1 on the floor)')
     return LayoutRuns(str(tmp_path_factory.mktemp('albu')), data_root, max_epochs=2)
 
 

@@ -13,7 +13,7 @@ from mmrepro.data.pipeline_rngs import OwnedGenerator, PipelineRNGs, find_genera
 
 albumentations = pytest.importorskip(
     'albumentations', reason='albumentations is not installed (tools/setup_env.sh installs '
-    '2.0.8 on the current stack and 1.4.18 on the floor)')
+    '2.0.8 on the current stack and 1.3.1 on the floor)')
 #: From 1.4.21 each Compose and transform owns a random.Random and a numpy Generator;
 #: before, albumentations drew from the global generators mmrepro seeds per sample.
 OWNS = Version(albumentations.__version__) >= Version('1.4.21')
