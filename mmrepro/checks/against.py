@@ -30,14 +30,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..data.global_stream import Layout, global_batch_fix
-from ..record.run_record import RECORD_NAME
+from ..record.initial_weights import initial_differences
+from ..record.run_record import RECORD_NAME, RunRecordError, load_run_record
 from ..resume.checkpoint_io import peek
+from ..resume.preflight import build_offline
 from ..run.config import ConfigError
 from ..trace import TRACE_NAME, read_trace
 from ..trace.compare import compare_steps, step_lines
 from . import runs
 from .against_verdict import fix_steps, judge, seed_obstacle
 from .predicted import (
+    INITIAL_FIX,
     Obstacle,
     layout_of_record,
     obstacles,
@@ -181,7 +184,8 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
         f'{_layout_text(base_layout)})')
     say(f'  this run: {_layout_text(layout)}')
     result = AgainstResult()
-    result.obstacles = obstacles(baseline.record, _predicted(cfg, world, baseline), layout,
+    predicted = _predicted(cfg, world, baseline, initial=options.resume_from is None)
+    result.obstacles = obstacles(baseline.record, predicted, layout,
                                  pinned_seed=seed is None, sync_bn='SyncBN' in cfg.pretty_text,
                                  averaging=rank_averaging_module(cfg.model))
     if seed is None:
@@ -193,7 +197,8 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
     blocking = [o for o in result.obstacles if o.blocking]
     if blocking and not options.go_on:
         result.status = 1
-        result.verdict = (f'{blocking[0].kind} differs (before training): {blocking[0].text}; '
+        verb = 'differ' if blocking[0].kind.endswith('s') else 'differs'
+        result.verdict = (f'{blocking[0].kind} {verb} (before training): {blocking[0].text}; '
                           'pass --go-on to train and compare anyway')
         result.next_steps = fix_steps(blocking)
         _say_verdict(result, say)
@@ -208,6 +213,7 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
     result.log_dir, result.seconds = _train(options, config, work_dir, cfg, cfg_options,
                                             train_seed, layout, start, stop, say)
     result.trained = True
+    _started_otherwise(result, baseline)
     lines = read_trace(osp.join(result.log_dir, TRACE_NAME))[1]
     wanted = set(result.steps)
     diff = compare_steps([line for line in baseline.trace[1] if line.get('step') in wanted],
@@ -273,20 +279,36 @@ def _layout_text(layout: Optional[Layout]) -> str:
             f'accumulative_counts {layout.micro} = global batch {layout.global_batch}')
 
 
-def _predicted(cfg: Any, world: int, baseline: RunData) -> Dict[str, Any]:
-    """This run's predicted record (the train dataset is built for its fingerprint)."""
+def _predicted(cfg: Any, world: int, baseline: RunData, initial: bool) -> Dict[str, Any]:
+    """This run's predicted record (the train dataset is built for its fingerprint and
+    decode canary; with ``initial``, the model without weights, for its initial files)."""
     from mmengine.registry import DATASETS, init_default_scope
     mode = ((baseline.record.get('data') or {}).get('mode')) or 'labels'
     with IN_PROCESS_LOCK, contextlib.redirect_stdout(io.StringIO()):  # pycocotools' lines
         init_default_scope(cfg.get('default_scope', 'mmdet'))
         dataset = DATASETS.build(cfg.train_dataloader.dataset)
-        return predicted_record(cfg, world, dataset, mode)
+        model = build_offline(cfg) if initial else None
+        return predicted_record(cfg, world, dataset, mode, model=model)
+
+
+def _started_otherwise(result: AgainstResult, baseline: RunData) -> None:
+    """Where the check's run started from other weights than the baseline (its run
+    record's ``initial`` section), say so first among the obstacles."""
+    if any(o.kind == 'initial weights' for o in result.obstacles):
+        return
+    try:
+        own, _ = load_run_record(result.log_dir)
+    except RunRecordError:
+        return
+    texts = initial_differences(baseline.record, own)
+    result.obstacles[:0] = [Obstacle('initial weights', text, INITIAL_FIX) for text in texts]
 
 
 def _say_obstacles(found: List[Obstacle], say: Callable[..., None]) -> None:
     if not found:
-        say('before training: nothing recorded differs from the baseline (config, data, '
-            'library versions, CPU/GPU numerics, layout)')
+        say('before training: nothing recorded differs from the baseline (initial weights, '
+            'config, data, decoded images, code, library versions, CPU/GPU numerics, '
+            'layout)')
         return
     say(f'before training: {len(found)} difference(s) from the baseline, most decisive '
         'first:')

@@ -67,7 +67,8 @@ def judge(diff: TraceDiff, baseline: RunData, name: str, found: List[Obstacle],
         return status, verdict, ["next: pass --iters N to reach one of the baseline's "
                                  'traced optimizer steps']
     data = diff.data_iteration is not None
-    steps = fix_steps([o for o in found if o.kind in ('data', 'config') or not data])
+    steps = fix_steps([o for o in found
+                       if o.kind in ('initial weights', 'data', 'config') or not data])
     if not steps:
         what = 'data order or augmentation' if data else 'computation'
         steps = [f'next: nothing recorded explains it, so the {what} is not reproducible '
@@ -92,6 +93,10 @@ def _verdict(diff: TraceDiff, baseline: RunData, name: str,
         return iters.get(step, step)
     if not diff.common:
         return 3, 'inconclusive: no optimizer step was traced in both runs'
+    initial = [o.text for o in found if o.kind == 'initial weights']
+    if initial and not diff.identical:  # there before the first step: never "numerics"
+        return 1, (f'initial weights differ (before the first step): {"; ".join(initial)}; '
+                   'so every step after differs (not a nondeterministic operation)')
     if diff.data_iteration is not None:
         slot, a, b = diff.data_first
         why = '; '.join(o.text for o in found if o.kind in ('data', 'config')) or (

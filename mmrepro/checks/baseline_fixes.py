@@ -13,7 +13,15 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..data.global_stream import Layout
-from .diff_fixes import FLAG_SETTINGS, NOT_PIP, absent, assignment
+from .diff_fixes import (
+    DECODER_PIP,
+    FLAG_SETTINGS,
+    NOT_PIP,
+    absent,
+    assignment,
+    canary_fix,
+    edited_sources,
+)
 
 #: Thread variables and counts (what ``OMP_NUM_THREADS`` and the like set).
 _THREADS = ('devices.torch_threads', 'randomness.threads', 'config.randomness.threads')
@@ -71,6 +79,18 @@ def key_fix(key: str, value: Any) -> str:
                 'config, and train the baseline again with it')
     if key.startswith('env.'):
         return f'unset {name}' if absent(value) else f'export {name}={value}'
+    if key.startswith('decoding.canary'):
+        return canary_fix('the baseline')
+    if key.startswith('decoding.versions.'):
+        name = key.rsplit('.', 1)[1]
+        return (f"decode with the baseline's {name}: pip install "
+                f"{DECODER_PIP.get(name, name)}=={value}" if not absent(value) and
+                '.opencv_codecs.' not in key else
+                f"decode with the baseline's libraries ({key}: {value!r})")
+    edited = edited_sources([key])
+    if edited:
+        return (f"run the sources the baseline ran: {edited} differs (reinstall the package "
+                'or revert the edit; the run record holds each file\'s digest)')
     if key.startswith(('code.', 'audit')):
         return f"run the code the baseline ran ({key}: {value!r})"
     return f"give this run the baseline's {key}: {value!r}"

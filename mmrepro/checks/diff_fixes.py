@@ -140,7 +140,68 @@ def _code(diffs: Sequence[Diff]) -> str:
         parts.append("the mmrepro sources A ran (A's code.mmrepro_sha256)")
     if any(key.startswith('audit') for key in values):
         parts.append("the same op routing as A (the record's audit)")
+    edited = edited_sources(values)
+    if edited:
+        parts.append(f'the sources A ran of {edited} (reinstall the package or revert the '
+                     'edited files; the run record holds each file\'s sha256)')
     return "run A's code: " + ('; '.join(parts) or ', '.join(values))
+
+
+def edited_sources(keys: Sequence[str]) -> str:
+    """The edited files named by ``code.packages``/``code.imports`` record keys, e.g.
+    ``mmdet: models/necks/fpn.py``."""
+    found: Dict[str, List[str]] = {}
+    for key in keys:
+        match = _SOURCE_KEY.match(key)
+        if match:
+            found.setdefault(match.group(1), []).extend(
+                [match.group(2)] if match.group(2) else [])
+    return '; '.join(f"{name}: {', '.join(files)}" if files else name
+                     for name, files in found.items())
+
+
+#: A record key of an edited source: ``code.packages.<name>.files.<path>`` (or the
+#: package's ``sha256``; ``code.imports.<module>...`` alike).
+_SOURCE_KEY = re.compile(r'^code\.(?:packages|imports)\.(.+?)\.(?:files\.(.+)|sha256|error)$')
+#: pip's names of the decoding libraries a run record lists under ``decoding.versions``.
+DECODER_PIP = {'opencv': 'opencv-python', 'pillow': 'Pillow', 'turbojpeg': 'PyTurboJPEG'}
+
+
+def _decoders(diffs: Sequence[Diff]) -> str:
+    pip, codecs = [], []
+    for key, a, _ in diffs:
+        name = key.rsplit('.', 1)[1]
+        if '.opencv_codecs.' in key:
+            codecs.append(f'{name} {a}')
+        elif key.startswith('decoding.versions.') and not absent(a):
+            pip.append(f'{DECODER_PIP.get(name, name)}=={a}')
+    parts = [f'pip install {" ".join(pip)}'] if pip else []
+    if codecs:
+        parts.append(f"an OpenCV build with A's codecs ({', '.join(codecs)})")
+    return "decode with A's libraries: " + ('; '.join(parts) or 'see decoding: above')
+
+
+def canary_fix(whose: str) -> str:
+    """What to do where the first training images decode to other pixels than in
+    ``whose`` run (``A``, ``the baseline``)."""
+    return (f"the first training images decode to other pixels than in {whose}'s run: "
+            f"decode with {whose}'s OpenCV and Pillow (decoding.versions in its run record), "
+            'or check that the image files are the same')
+
+
+def initial_fix(whose: str) -> str:
+    """What to do where the initial weights differ from ``whose`` run's."""
+    return (f"start from {whose}'s files: compare each file's sha256 (sha256sum FILE) with "
+            f"{whose}'s run record (initial.files) and copy the file {whose} used instead "
+            'of downloading it again')
+
+
+def _canary(diffs: Sequence[Diff]) -> str:
+    return canary_fix('A')
+
+
+def _initial(diffs: Sequence[Diff]) -> str:
+    return initial_fix('A')
 
 
 def _gpu(diffs: Sequence[Diff]) -> str:
@@ -221,7 +282,9 @@ def _env(diffs: Sequence[Diff]) -> str:
 
 #: (cause, what removes it), for every cause of :mod:`.diff_verdict`.
 FIXES: Dict[str, Callable[[Sequence[Diff]], str]] = {
+    'the initial weights': _initial,
     'the data files (fingerprint)': _files,
+    'the decoded images (decode canary)': _canary,
     'the seed or randomness settings': _seed,
     'the process layout (ranks, per-rank batch, accumulation)': _layout,
     'the data loader or pipeline config': _config_keys,
@@ -230,6 +293,7 @@ FIXES: Dict[str, Callable[[Sequence[Diff]], str]] = {
     'the code': _code,
     'the GPU, its driver or the AMP dtype': _gpu,
     'library versions': _versions,
+    'the image decoders': _decoders,
     'PyTorch numerics flags': _flags,
     'the CPU kernel set': _cpu,
     'the intra-op thread count': _threads,

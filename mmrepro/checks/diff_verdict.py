@@ -146,9 +146,13 @@ def sort_settings(diffs: Sequence[Diff], records: Sequence[Dict[str, Any]] = ()
     return kept, inert, ({'seed': echoes} if echoes else {})
 
 
+#: The weights a run starts from (the run record's ``initial`` section): a difference there
+#: is present before the first step, and explains every later one.
+INITIAL_CAUSE = 'the initial weights'
 #: (cause, predicate on a record key), in the order a data difference is explained.
 DATA_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
     ('the data files (fingerprint)', lambda k: k.startswith('data.')),
+    ('the decoded images (decode canary)', lambda k: k.startswith('decoding.canary')),
     ('the seed or randomness settings',
      lambda k: k in ('seed', 'config.randomness.seed') or k.startswith(
          ('randomness.', 'config.randomness.'))),
@@ -160,11 +164,13 @@ DATA_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
 #: (cause, predicate on a record key), from the most to the least likely to change
 #: results computed from the same samples.
 NUMERIC_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
+    (INITIAL_CAUSE, lambda k: k.startswith('initial.')),
     ('the config', lambda k: k.startswith('config.') or k == 'config_sha256'),
     ('the code', lambda k: k.startswith(('code.', 'audit'))),
     ('the GPU, its driver or the AMP dtype',
      lambda k: k.startswith(('numerics.gpu.', 'numerics.amp.', 'devices.cuda'))),
     ('library versions', lambda k: k.startswith(('versions.', 'numerics.libraries.'))),
+    ('the image decoders', lambda k: k.startswith('decoding.')),
     ('PyTorch numerics flags', lambda k: k.startswith('torch_flags.')),
     ('the CPU kernel set', lambda k: k.startswith('numerics.cpu.') and k not in _THREADS
      or k == 'devices.cpu'),
@@ -235,7 +241,8 @@ def unkeyed_generators(*records: Optional[Dict[str, Any]]) -> List[str]:
 
 def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
                   data_iteration: Optional[int], data_traced: bool,
-                  identical: str = 'bit-identical', unkeyed: Sequence[str] = ()) -> List[str]:
+                  identical: str = 'bit-identical', unkeyed: Sequence[str] = (),
+                  initial: Sequence[str] = ()) -> List[str]:
     """The verdict of ``repro_diff``.
 
     Args:
@@ -250,8 +257,13 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
         unkeyed: Generators the pipeline owns that mmrepro does not key
             (:func:`unkeyed_generators`): the cause of data that differ with nothing
             recorded differing.
+        initial: How the weights the runs start from differ
+            (:func:`mmrepro.record.initial_weights.initial_differences`): where the runs
+            differ, that is the verdict, whatever else differs.
     """
     data, numeric = _found(diffs)
+    if initial and (diverged or data_iteration is not None):
+        return initial_verdict(initial, data + numeric, diffs)
     fingerprint = any(key.startswith('data.') for _, keys in data for key in keys)
     if data_iteration is not None or (not data_traced and fingerprint):
         where = f' from iteration {data_iteration}' if data_iteration is not None else ''
@@ -270,7 +282,9 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
                 'on a rerun, with other num_workers or after resuming']
     same = 'the same samples in every traced iteration; ' if data_traced else ''
     layout = [cause for cause in data if cause[0] == LAYOUT_CAUSE]
-    found = layout + numeric + [cause for cause in data if cause[0] != LAYOUT_CAUSE]
+    starts = [cause for cause in numeric if cause[0] == INITIAL_CAUSE]
+    found = starts + layout + [cause for cause in numeric if cause[0] != INITIAL_CAUSE] + [
+        cause for cause in data if cause[0] != LAYOUT_CAUSE]
     if not diverged:
         if not found:
             return [f'verdict: {same}{identical}, as expected (no setting that changes '
@@ -290,3 +304,24 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
                     f"  next: mmrepro-check CONFIG{iters}, on the run's config: it trains it "
                     'twice and names the first module whose output, gradient or weight '
                     'differs, and the nondeterministic operations met']
+
+
+def initial_verdict(initial: Sequence[str], found: List[Tuple[str, List[str]]],
+                    diffs: Sequence[Diff]) -> List[str]:
+    """The verdict where the runs start from other weights: that difference is there
+    before the first step, so it is the verdict, never "numerics".
+
+    Args:
+        initial: How the initial weights differ, most decisive first.
+        found: Every cause the records show (``the initial weights`` among them).
+        diffs: The differing settings.
+    """
+    rest = [cause for cause in found if cause[0] != INITIAL_CAUSE]
+    lines = [f'verdict: initial weights differ (before the first step): {initial[0]}',
+             *(f'  also: {text}' for text in initial[1:]),
+             '  why: the runs start from other weights, so every step after differs (not a '
+             'nondeterministic operation)']
+    if rest:
+        lines.append(f'  other recorded differences: {_listing(rest)}')
+    mine = [cause for cause in found if cause[0] == INITIAL_CAUSE] or [(INITIAL_CAUSE, [])]
+    return lines + next_steps(mine + rest, diffs)

@@ -14,26 +14,36 @@ from typing import Any, Dict, List, Optional
 
 from ..data.global_stream import Layout, accumulative_counts
 from ..determinism.cpu import THREAD_ENV, environment
+from ..record.code_digest import import_digests
+from ..record.decoding import decoding_record
 from ..record.fingerprint import data_fingerprint
+from ..record.initial_weights import SECTION as INITIAL
+from ..record.initial_weights import changed_files, initial_files
 from ..record.numerics import amp_record
 from ..record.run_record import diff_records, flatten_config
 from ..run.enable import HOOK_NAMES
 from .baseline_fixes import key_fix, layout_fix
+from .diff_fixes import initial_fix
 from .diff_verdict import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings
 
 #: The kinds of obstacle, most decisive first; the first two block the check.
-KINDS = ('config', 'data', 'library versions', 'CPU/GPU numerics', 'layout')
-BLOCKING = ('config', 'data')
+KINDS = ('initial weights', 'config', 'data', 'code', 'library versions', 'CPU/GPU numerics',
+         'layout')
+BLOCKING = ('initial weights', 'config', 'data')
 #: The cause each of :mod:`~mmrepro.checks.diff_verdict`'s causes is reported as.
 _KIND_OF = {
     'the data files (fingerprint)': 'data',
+    'the decoded images (decode canary)': 'data',
     'the seed or randomness settings': 'config',
     'the data loader or pipeline config': 'config',
     'the config': 'config',
-    'the code': 'library versions',
+    'the code': 'code',
     'library versions': 'library versions',
+    'the image decoders': 'library versions',
     LAYOUT_CAUSE: 'layout',
 }
+#: What removes an initial-weights obstacle.
+INITIAL_FIX = initial_fix('the baseline')
 #: Record keys a check run differs in by design, that name the process layout (judged
 #: on its own: :func:`layout_obstacle`), or that set the thread count (judged by the
 #: count itself, ``devices.torch_threads``, which the prediction sets from them).
@@ -41,7 +51,7 @@ _EXPECTED = ('config_sha256', 'world_size', 'backend', 'launcher', 'config.launc
              'config.resume', 'config.load_from', 'config.train_dataloader.batch_size',
              'config.optim_wrapper.accumulative_counts', 'config.randomness.global_batch',
              'randomness.threads', 'config.randomness.threads')
-_EXPECTED_PREFIXES = ('layout.', 'ddp.', 'audit', 'code.git', 'devices.host',
+_EXPECTED_PREFIXES = ('layout.', 'ddp.', 'audit', 'code.git', INITIAL + '.', 'devices.host',
                       'devices.platform', 'devices.cpu_count', 'numerics.cpu.model',
                       'env.PYTHONHASHSEED', 'env.CUDA_VISIBLE_DEVICES',
                       'env.CUDA_LAUNCH_BLOCKING')
@@ -104,7 +114,8 @@ def training_environment(world_size: int, cpu_isa: Optional[str] = None) -> Dict
 
 def predicted_record(cfg: Any, world_size: int, dataset: Any,
                      fingerprint: str = 'labels',
-                     facts: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                     facts: Optional[Dict[str, Any]] = None,
+                     model: Any = None) -> Dict[str, Any]:
     """What the run record of training ``cfg`` on ``world_size`` ranks here would hold.
 
     Args:
@@ -114,6 +125,9 @@ def predicted_record(cfg: Any, world_size: int, dataset: Any,
         fingerprint: The baseline's fingerprint mode.
         facts: The environment's facts as a fresh training process reads them
             (:func:`mmrepro.checks.probe.probe`); read now by default.
+        model: The config's model built without weights
+            (:func:`mmrepro.resume.preflight.build_offline`), for the files it is
+            initialised from (None: not predicted).
     """
     from ..run.settings import validate_randomness
     from .probe import probe
@@ -124,12 +138,17 @@ def predicted_record(cfg: Any, world_size: int, dataset: Any,
     if settings['threads']:  # set when the Runner seeds
         devices['torch_threads'] = int(settings['threads'])
     numerics = dict(facts['numerics'], amp=amp_record(cfg.get('optim_wrapper')))
-    return dict(
+    record = dict(
         seed=settings['seed'], randomness=settings, world_size=world_size,
         versions=facts['versions'], devices=devices, env=facts['env'],
         torch_flags=seeded_flags(facts['torch_flags'], settings), numerics=numerics,
-        config=flatten_config(cfg), code=facts['code'],
-        data=data_fingerprint(dataset, fingerprint))
+        config=flatten_config(cfg), code=dict(facts['code'], imports=import_digests(
+            cfg.get('custom_imports'))),
+        data=data_fingerprint(dataset, fingerprint), decoding=decoding_record(dataset))
+    if model is not None:
+        record[INITIAL] = dict(files=initial_files(model, cfg.get('load_from'),
+                                                   bool(cfg.get('resume'))))
+    return record
 
 
 def seeded_flags(flags: Dict[str, Any], settings: Dict[str, Any]) -> Dict[str, Any]:
@@ -215,7 +234,10 @@ def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layou
     threads = any(key == 'devices.torch_threads' for key, _, _ in kept)
     kept = [d for d in kept if d[0] not in _EXPECTED and not d[0].startswith(
         _EXPECTED_PREFIXES) and (threads or d[0] not in _THREAD_KEYS)]
-    found: List[Obstacle] = []
+    kept = _named_files_only(kept)
+    found = [Obstacle('initial weights', text, INITIAL_FIX) for text in changed_files(
+        baseline.get(INITIAL) or {}, predicted.get(INITIAL) or {}, ('the baseline', 'here'))
+        ] if INITIAL in predicted else []
     data = causes(kept, DATA_CAUSES)
     taken = {key for _, keys in data for key in keys}
     numeric = causes([d for d in kept if d[0] not in taken], NUMERIC_CAUSES)
@@ -231,6 +253,15 @@ def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layou
     if layout_problem:
         found.append(Obstacle('layout', layout_problem, layout_fix(base_layout)))
     return sorted(found, key=lambda o: KINDS.index(o.kind))
+
+
+def _named_files_only(diffs: List[Any]) -> List[Any]:
+    """The differences without a package's or module's combined ``sha256`` where its
+    edited files are named (the combined digest only restates them)."""
+    named = {key.split('.files.', 1)[0] for key, _, _ in diffs
+             if key.startswith(('code.packages.', 'code.imports.')) and '.files.' in key}
+    return [d for d in diffs if not (d[0].endswith('.sha256') and d[0][:-len('.sha256')]
+                                     in named)]
 
 
 def rank_averaging_module(model: Any) -> str:

@@ -23,8 +23,9 @@ EXIT_CODES: Dict[str, Dict[int, str]] = {
            '`--against`: the baseline reproduced bit for bit',
         1: 'a run diverged (iteration and module named), or real runs of the config would '
            'not be reproducible (no seed, `deterministic=False`, an operation a real run '
-           'stops at); with `--against`: data or numerics differ (sample or module, and the '
-           'recorded causes), or the config or data differ before training, or the baseline '
+           'stops at); with `--against`: the initial weights, data or numerics differ (sample '
+           'or module, and the recorded causes), or the initial weights, config or data '
+           'differ before training, or the baseline '
            'is reproduced only with a seed the config lacks or with `deterministic=False`',
         2: 'bad arguments, config or file, checked before training; or a training run failed '
            '(its log named)',

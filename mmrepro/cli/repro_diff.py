@@ -39,6 +39,7 @@ from ..checks.evidence import Comparison, compare_evidence, weights_lines
 from ..checks.run_data import SCALARS, RunData, load_run, read_scalars
 from ..checks.weights_index import WeightsReadError
 from ..record.bundle import BundleError
+from ..record.initial_weights import initial_differences
 from ..record.run_record import MISSING, RunRecordError, diff_records
 from ..trace import TraceDiff, TraceError, comparable_sections, compare_traces, describe_diff
 from .config_args import ArgumentParser
@@ -233,7 +234,8 @@ def judge(a: RunData, b: RunData, differences: List[Diff],
     if result.differs:
         return compared + verdict_lines(
             differences, True, result.first, trace.data_iteration if trace else None,
-            data_traced, unkeyed=unkeyed_generators(a.record, b.record)), DIFFERENT
+            data_traced, unkeyed=unkeyed_generators(a.record, b.record),
+            initial=initial_differences(a.record, b.record)), DIFFERENT
     if not result.anything and differences:
         return compared + settings_verdict(differences), DIFFERENT
     if not result.anything:

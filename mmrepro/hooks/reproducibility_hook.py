@@ -91,8 +91,10 @@ class ReproducibilityHook(Hook):
             self._tracer = Tracer(runner, self.trace_interval, forward=self.trace_forward)
 
     def before_train(self, runner) -> None:
-        """Restore RNG state and position the data right before the first new iteration."""
+        """Restore RNG state and position the data right before the first new iteration;
+        record the weights training starts from."""
         self._keeper.before_train(runner)
+        self._recorder.starting(runner)
 
     def before_train_iter(self, runner, batch_idx: int, data_batch: Any = None) -> None:
         """Key the model's draws to this micro-batch; let the trace hook into the step."""
@@ -134,3 +136,5 @@ class ReproducibilityHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         """Validate the checkpoint's section against this run; keep it for restoring."""
         self._keeper.after_load_checkpoint(runner, checkpoint)
+        if getattr(runner, '_resume', False):
+            self._recorder.resumed(checkpoint)

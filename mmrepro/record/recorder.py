@@ -6,6 +6,8 @@ from typing import Any, Dict, Optional
 
 from mmengine.dist import is_main_process
 
+from .initial_weights import SECTION as INITIAL
+from .initial_weights import model_digest
 from .run_record import collect_run_record, write_run_record
 from .weights import RECORD_KEY, WeightsLedger
 
@@ -13,8 +15,9 @@ from .weights import RECORD_KEY, WeightsLedger
 class RunRecorder:
     """Keep a run's record (rank 0): written at the start, completed by every save.
 
-    ``ReproducibilityHook`` calls :meth:`start` before the run, :meth:`saving` for every
-    checkpoint and :meth:`finish` after training.
+    ``ReproducibilityHook`` calls :meth:`start` before the run, :meth:`resumed` when a
+    checkpoint is resumed, :meth:`starting` right before the first step, :meth:`saving`
+    for every checkpoint and :meth:`finish` after training.
 
     Args:
         fingerprint: How the record fingerprints each sample's files
@@ -25,6 +28,8 @@ class RunRecorder:
         self.fingerprint = fingerprint
         self.record: Optional[Dict[str, Any]] = None
         self.weights = WeightsLedger()
+        self._resumed: Optional[Dict[str, Any]] = None  # the continued run's section
+        self._resuming = False
 
     def start(self, runner: Any) -> None:
         """Collect the run record and write it into the log dir (rank 0 only)."""
@@ -33,6 +38,27 @@ class RunRecorder:
         self.record = collect_run_record(runner, self.fingerprint)
         path = write_run_record(runner, self.record)
         runner.logger.info(f'mmrepro: run record written to {path}')
+
+    def resumed(self, checkpoint: Dict[str, Any]) -> None:
+        """Keep the ``initial`` section of the run a resumed checkpoint continues."""
+        section = ((checkpoint.get('meta') or {}).get('run_record') or {}).get(INITIAL)
+        self._resumed = dict(section) if isinstance(section, dict) else None
+        self._resuming = True
+
+    def starting(self, runner: Any) -> None:
+        """Complete the ``initial`` section right before the first step: the digest of the
+        weights the model starts from (after initialisation and ``load_from``), or, for
+        a resumed run, the section of the run it continues (where its checkpoint holds
+        one: a checkpoint written before this section leaves the files read here)."""
+        if self.record is None:
+            return
+        if self._resuming:  # the weights now are the checkpoint's, not the initial ones
+            if self._resumed is not None:
+                self.record[INITIAL] = self._resumed
+        else:
+            self.record[INITIAL] = dict(self.record.get(INITIAL) or {},
+                                        model_sha256=model_digest(runner.model))
+        self._write(runner)
 
     def saving(self, runner: Any, checkpoint: Dict[str, Any]) -> None:
         """Put the record and the weights digest into the checkpoint being written."""

@@ -10,7 +10,10 @@ MKL, oneDNN, NCCL, AMP dtype), the environment variables that change results, a 
 resolved config and the config itself flattened to dotted keys (so two records can
 name the keys that differ, e.g. ``optim_wrapper.optimizer.lr``), a fingerprint of
 the training data (:mod:`mmrepro.record.fingerprint`: annotation files and every
-sample's files) and of the code (mmrepro's sources, the git commit and uncommitted changes).
+sample's files), the image decoders and a decode canary (:mod:`mmrepro.record.decoding`),
+the code (every source file of mmdet, mmengine, mmcv, mmrepro and the modules the config
+imports: :mod:`mmrepro.record.code_digest`; the git commit and uncommitted changes), and
+the files the model is initialised from (:mod:`mmrepro.record.initial_weights`).
 ``ReproducibilityHook`` writes it to ``<log_dir>/run_record.json`` and into every
 checkpoint's ``meta['run_record']``; ``tools/repro_diff.py`` compares two of them.
 """
@@ -23,7 +26,6 @@ import os
 import os.path as osp
 import platform
 import re
-import subprocess
 import sys
 from importlib import metadata
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -31,7 +33,11 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 import torch
 
 from ..determinism.cpu import THREAD_ENV
-from .fingerprint import data_fingerprint, file_sha256
+from .code_digest import code_fingerprint, import_digests
+from .decoding import decoding_record
+from .fingerprint import data_fingerprint
+from .initial_weights import SECTION as INITIAL
+from .initial_weights import initial_files
 from .numerics import numerics_record
 
 #: Environment variables that change numerical results or their reproducibility.
@@ -54,6 +60,9 @@ RECORD_VERSION = 1
 LOCATION_KEYS = ('work_dir', 'launcher', 'resume', 'load_from')
 #: Record keys that name places or times, not settings; :func:`diff_records` skips them.
 IGNORED_KEYS = ('timestamp', 'work_dir', 'argv', 'config.work_dir')
+#: Nested record keys that name places (the file an initial checkpoint was read from, and
+#: how its name was resolved; the directory of a module the config imports).
+IGNORED_FIELDS = re.compile(r'^(initial\.files\..+\.(resolved|how)|code\.imports\..+\.origin)$')
 #: Record sections that are evidence, not settings (the weights digests): compared by
 #: ``repro_diff`` on their own, skipped by :func:`diff_records`.
 EVIDENCE_SECTIONS = ('weights',)
@@ -118,39 +127,6 @@ def torch_flags() -> Dict[str, Any]:
         matmul_allow_tf32=torch.backends.cuda.matmul.allow_tf32,
         float32_matmul_precision=torch.get_float32_matmul_precision(),
     )
-
-
-def code_fingerprint(cwd: Optional[str] = None) -> Dict[str, Any]:
-    """What code ran: a hash of mmrepro's sources and the git state of the working dir.
-
-    Returns:
-        dict: ``mmrepro_sha256`` (over every ``.py`` file of the installed mmrepro) and
-        ``git`` (``commit``, ``dirty`` and ``diff_sha256`` of ``git diff HEAD`` for the
-        tracked files of the repository containing ``cwd``; None outside a repository
-        or without git).
-    """
-    root = osp.dirname(osp.abspath(__file__))
-    digest = hashlib.sha256()
-    for path in sorted(glob.glob(osp.join(root, '**', '*.py'), recursive=True)):
-        digest.update(osp.relpath(path, root).encode() + b'\0')
-        digest.update(bytes.fromhex(file_sha256(path)))
-    return dict(mmrepro_sha256=digest.hexdigest(), git=_git_state(cwd or os.getcwd()))
-
-
-def _git_state(cwd: str) -> Optional[Dict[str, Any]]:
-    def git(*args: str) -> Optional[str]:
-        try:
-            proc = subprocess.run(['git', *args], cwd=cwd, capture_output=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return proc.stdout.decode(errors='replace') if proc.returncode == 0 else None
-
-    commit = git('rev-parse', 'HEAD')
-    if commit is None:
-        return None
-    diff = git('diff', 'HEAD', '--no-ext-diff', '--no-color') or ''
-    return dict(commit=commit.strip(), dirty=bool(diff),
-                diff_sha256=hashlib.sha256(diff.encode()).hexdigest() if diff else None)
 
 
 def config_hash(cfg_text: str) -> str:
@@ -227,6 +203,7 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, An
                else None)
     facts = environment_facts(getattr(runner, 'optim_wrapper', None))
     code = facts.pop('code')  # after the config, as records have always listed it
+    code['imports'] = import_digests(runner.cfg.get('custom_imports'))
     record = dict(
         record_version=RECORD_VERSION, timestamp=getattr(runner, 'timestamp', None),
         work_dir=getattr(runner, 'work_dir', None),
@@ -244,8 +221,12 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, An
         record['pipeline_generators'] = list(state.pipeline_generators)
     try:
         record['data'] = data_fingerprint(runner.train_dataloader.dataset, fingerprint)
+        record['decoding'] = decoding_record(runner.train_dataloader.dataset)
     except Exception as err:  # a Runner without train data
         record['data'] = dict(error=f'{type(err).__name__}: {err}')
+    model = getattr(runner, 'model', None)
+    record[INITIAL] = dict(files={} if model is None else initial_files(
+        model, getattr(runner, '_load_from', None), bool(getattr(runner, '_resume', False))))
     return record
 
 
@@ -368,7 +349,8 @@ def diff_records(a: Dict[str, Any], b: Dict[str, Any]) -> List[Tuple[str, Any, A
     keys = list(flat_a) + [k for k in flat_b if k not in flat_a]
     out = []
     for key in keys:
-        if key in IGNORED_KEYS or key.split('.', 1)[0] in EVIDENCE_SECTIONS:
+        if key in IGNORED_KEYS or key.split('.', 1)[0] in EVIDENCE_SECTIONS or \
+                IGNORED_FIELDS.match(key):
             continue
         value_a, value_b = flat_a.get(key, MISSING), flat_b.get(key, MISSING)
         if json.dumps(value_a, default=str) != json.dumps(value_b, default=str):

@@ -167,7 +167,15 @@ def _check_fits_model(checkpoint: Mapping[str, Any], cfg: Any, path: str, arg: s
 
 
 def _model_shapes(cfg: Any) -> Optional[Dict[str, Tuple[int, ...]]]:
-    """Name -> shape of every entry of the config's model's ``state_dict``.
+    """Name -> shape of every entry of the config's model's ``state_dict`` (None where
+    the model cannot be built: :func:`build_offline`)."""
+    model = build_offline(cfg)
+    return None if model is None else {k: tuple(v.shape)
+                                       for k, v in model.state_dict().items()}
+
+
+def build_offline(cfg: Any) -> Any:
+    """The config's model, built without weights: for its weight names and shapes.
 
     Built from a copy of ``cfg.model`` (detectors edit the dicts they are built from) on
     the meta device (nothing allocated), else on the CPU, with torch's random state put
@@ -179,8 +187,7 @@ def _model_shapes(cfg: Any) -> Optional[Dict[str, Tuple[int, ...]]]:
         try:
             with torch.device(device), torch.random.fork_rng(devices=[]), \
                     DefaultScope.overwrite_default_scope(cfg.get('default_scope')):
-                model = MODELS.build(copy.deepcopy(cfg.get('model')))
-                return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+                return MODELS.build(copy.deepcopy(cfg.get('model')))
         except Exception:  # the Runner builds the model again and reports what fails
             continue
     return None

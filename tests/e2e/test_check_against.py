@@ -36,8 +36,9 @@ def test_the_same_config_here_reproduces_the_baseline(runs, tmp_path, capsys):
     code, out, _ = _check(capsys, _base_config(runs), '--against', baseline,
                           '--work-dir', str(tmp_path / 'check'))
     assert code == 0, out
-    assert ('before training: nothing recorded differs from the baseline (config, data, '
-            'library versions, CPU/GPU numerics, layout)') in out, out
+    assert ('before training: nothing recorded differs from the baseline (initial weights, '
+            'config, data, decoded images, code, library versions, CPU/GPU numerics, '
+            'layout)') in out, out
     assert (f'verdict: reproduces {baseline} bit for bit through iteration 8 (4 traced '
             'optimizer step(s): samples, losses, gradients and weights)') in out
     assert out.endswith(f'next: train it here as usual (mmrepro-train {_base_config(runs)} '
@@ -59,8 +60,8 @@ def test_a_bundle_alone_is_checked_with_its_own_config(runs, tmp_path, capsys):
         f"check_repro: the baseline's config ({log_dir}/vis_data/config.py) against {baseline} "
         '(seed 0, 1 rank(s) x batch_size 2 x accumulative_counts 1 = global batch 2)',
         '  this run: 1 rank(s) x batch_size 2 x accumulative_counts 1 = global batch 2',
-        'before training: nothing recorded differs from the baseline (config, data, library '
-        'versions, CPU/GPU numerics, layout)',
+        'before training: nothing recorded differs from the baseline (initial weights, config, '
+        'data, decoded images, code, library versions, CPU/GPU numerics, layout)',
         f"  the baseline's config: {work}/baseline_config.py",
         'training optimizer steps 1..1 here (1 step(s) of 1 micro-batch(es)): iterations 1..1']
     assert re.fullmatch(r'  iteration 1/1: loss \d+\.\d+ \(\d+\.\d s\)', lines[5]), lines[5]

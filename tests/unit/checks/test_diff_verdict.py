@@ -223,3 +223,47 @@ def test_settings_alone_differ_when_no_outcome_compares():
         "listed under data: above differ (each run record holds every file's sha256)",
         "  next: library versions: install A's versions (its run record lists them): pip "
         'install torch==2.1.2']
+
+
+def test_runs_from_other_weights_are_told_so_never_numerics():
+    """A difference there before the first step is the verdict, whatever else differs."""
+    source = 'model.backbone.init_cfg r18.pth, sha256 aaaaaaaaaaaa vs bbbbbbbbbbbb'
+    diffs = [('initial.files.model.backbone.init_cfg.sha256', 'a' * 64, 'b' * 64),
+             ('initial.model_sha256', 'c' * 64, 'd' * 64),
+             ('versions.torch', '2.1.2', '2.13.0')]
+    assert verdict_lines(diffs, True, 1, None, True, initial=[source]) == [
+        f'verdict: initial weights differ (before the first step): {source}',
+        '  why: the runs start from other weights, so every step after differs (not a '
+        'nondeterministic operation)',
+        '  other recorded differences: library versions (versions.torch)',
+        "  next: the initial weights: start from A's files: compare each file's sha256 "
+        "(sha256sum FILE) with A's run record (initial.files) and copy the file A used "
+        'instead of downloading it again',
+        "  next: library versions: install A's versions (its run record lists them): pip "
+        'install torch==2.1.2']
+    # equal outcomes: the initial weights are a setting that can change training
+    assert verdict_lines(diffs[:1], False, None, None, True, initial=[source])[0] == (
+        'verdict: the same samples in every traced iteration; bit-identical, although '
+        'settings that can change training differ: the initial weights '
+        '(initial.files.model.backbone.init_cfg.sha256)')
+
+
+def test_edited_sources_and_decoders_are_named_with_their_fix():
+    diffs = [('code.packages.mmdet.files.models/necks/fpn.py', '0f76', '6a8b'),
+             ('code.imports.my_pkg.neck.files.neck.py', 'd5d0', '12ac'),
+             ('decoding.versions.opencv', '4.11.0', '5.0.0'),
+             ('decoding.versions.opencv_codecs.JPEG', 'libjpeg-turbo (ver 2.1)', 'libjpeg')]
+    assert verdict_lines(diffs, True, 1, None, True)[1:] == [
+        '  explained by (most likely first): the code (code.packages.mmdet.files.models/necks/'
+        'fpn.py, code.imports.my_pkg.neck.files.neck.py); the image decoders '
+        '(decoding.versions.opencv, decoding.versions.opencv_codecs.JPEG)', EXPECTED_NO,
+        "  next: the code: run A's code: the sources A ran of mmdet: models/necks/fpn.py; "
+        'my_pkg.neck: neck.py (reinstall the package or revert the edited files; the run '
+        "record holds each file's sha256)",
+        "  next: the image decoders: decode with A's libraries: pip install "
+        "opencv-python==4.11.0; an OpenCV build with A's codecs (JPEG libjpeg-turbo (ver "
+        '2.1))']
+    canary = [('decoding.canary.sha256', 'a' * 64, 'b' * 64)]
+    assert verdict_lines(canary, True, None, 3, True)[:2] == [
+        'verdict: the data differ from iteration 3',
+        '  why: the decoded images (decode canary) (decoding.canary.sha256)']

@@ -6,6 +6,7 @@ import pytest
 
 from mmrepro.checks.predicted import (
     BLOCKING,
+    INITIAL_FIX,
     KINDS,
     Obstacle,
     layout_obstacle,
@@ -40,6 +41,29 @@ def _record(**changes):
     return record
 
 
+def _initial(sha256, **more):
+    return dict(files={'model.backbone.init_cfg': dict(
+        name='checkpoints/r18.pth', resolved='/home/a/checkpoints/r18.pth', how='local file',
+        size=100, sha256=sha256, tensors_sha256=sha256[::-1], loaded=10, missing=0,
+        unexpected=2, mismatched=0)}, **more)
+
+
+def test_another_pretrained_file_is_the_first_obstacle_and_blocks():
+    baseline = _record(initial=_initial('a' * 64, model_sha256='c' * 64))
+    here = _record(initial=_initial('b' * 64), config__data_root="'/elsewhere/'")
+    found = obstacles(baseline, here, Layout(2, 0, 1, 1), pinned_seed=False)
+    assert [(o.kind, o.text, o.fix) for o in found] == [(
+        'initial weights', 'model.backbone.init_cfg checkpoints/r18.pth, sha256 aaaaaaaaaaaa '
+        'vs bbbbbbbbbbbb', INITIAL_FIX)]
+    assert found[0].blocking
+    # the same file elsewhere (another path, no digest of the model before training yet)
+    moved = _record(initial=_initial('a' * 64))
+    moved['initial']['files']['model.backbone.init_cfg']['resolved'] = '/elsewhere/r18.pth'
+    assert obstacles(baseline, moved, Layout(2, 0, 1, 1), pinned_seed=False) == []
+    # a check from one of the baseline's checkpoints predicts no initial files
+    assert obstacles(baseline, _record(), Layout(2, 0, 1, 1), pinned_seed=False) == []
+
+
 def test_the_same_record_elsewhere_has_no_obstacle():
     baseline = _record()
     here = _record(devices__host='b', work_dir='/work/b', timestamp='20260202_000000',
@@ -66,7 +90,7 @@ def test_obstacles_are_sorted_most_decisive_first():
                              'baseline, 1 here')
     assert found[4].text == 'the global batch differs: 2 in the baseline, 4 here'
     assert [o.blocking for o in found] == [True, True, False, False, False]
-    assert BLOCKING == KINDS[:2]
+    assert BLOCKING == KINDS[:3]
 
 
 def test_a_pinned_seed_is_not_an_obstacle():
@@ -177,9 +201,9 @@ def test_mmrepro_in_custom_imports_is_not_a_config_difference():
         '"[\'mmdet.models\', \'my_project\']" here']
 
 
-def test_an_obstacle_blocks_only_for_config_and_data():
-    assert Obstacle('config', 'x').blocking and Obstacle('data', 'x').blocking
-    assert not any(Obstacle(kind, 'x').blocking for kind in KINDS[2:])
+def test_an_obstacle_blocks_only_for_initial_weights_config_and_data():
+    assert all(Obstacle(kind, 'x').blocking for kind in ('initial weights', 'config', 'data'))
+    assert not any(Obstacle(kind, 'x').blocking for kind in KINDS[3:])
 
 
 def test_every_obstacle_comes_with_its_fix():

@@ -9,6 +9,7 @@ from mmengine.runner import Runner
 from support.toy_runner import recording_runner, runner_kwargs
 
 import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+from mmrepro.record.fingerprint import file_sha256
 from mmrepro.record.recorder import RunRecorder
 from mmrepro.record.weights import META_KEY, weights_digest
 from mmrepro.resume.checkpoint_io import safe_load
@@ -62,3 +63,28 @@ def test_a_recorder_that_did_not_start_writes_nothing(tmp_path):
     recorder.finish(runner)
     assert checkpoint == dict(meta={}, state_dict={}) and recorder.record is None
     assert not osp.exists(tmp_path / 'run_record.json')
+
+
+def test_the_weights_a_run_starts_from_are_recorded_and_kept_on_resume(tmp_path):
+    """``load_from``: the file by content and the model's weights before step 1, which are
+    the file's where it fills the whole model; a resumed run keeps the section of the run
+    it continues."""
+    hooks = [dict(type='ReproducibilityHook', trace_interval=0)]
+    first = Runner(**runner_kwargs(tmp_path / 'a', hooks, train_cfg=dict(by_epoch=True,
+                                                                         max_epochs=1)))
+    first.train()
+    start = str(tmp_path / 'a' / 'epoch_1.pth')
+    loaded = Runner(**runner_kwargs(tmp_path / 'b', hooks, load_from=start,
+                                    train_cfg=dict(by_epoch=True, max_epochs=2)))
+    loaded.train()
+    initial = _record(loaded)['initial']
+    entry = initial['files']['load_from']
+    assert (entry['name'], entry['missing'], entry['unexpected']) == (start, 0, 0)
+    assert entry['sha256'] == file_sha256(start)
+    assert initial['model_sha256'] == safe_load(start)['meta'][META_KEY]
+    assert initial['model_sha256'] != _record(first)['initial']['model_sha256']
+    resumed = Runner(**runner_kwargs(tmp_path / 'b', hooks, resume=True,
+                                     load_from=str(tmp_path / 'b' / 'epoch_1.pth'),
+                                     train_cfg=dict(by_epoch=True, max_epochs=2)))
+    resumed.train()
+    assert _record(resumed)['initial'] == initial
