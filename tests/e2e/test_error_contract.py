@@ -1,11 +1,23 @@
 """The tools' error contract (docs/tools.md): every bad input is one ``error:`` line.
 
-Each case runs a real CLI in a subprocess, from an empty working directory, and pins
-the whole of stderr: exactly one line (no traceback, no usage block), exit status 2,
-and nothing written: no work dir, the working directory still empty and the directory
-of the files the cases name unchanged. Every case fails before training, so the table
-is cheap; the cases that resume a real checkpoint take it from the session's cached
-RetinaNet run.
+Each case runs a CLI from an empty working directory, and pins the whole of stderr:
+exactly one line (no traceback, no usage block), exit status 2, and nothing written: no
+work dir, the working directory still empty and the directory of the files the cases
+name unchanged. Every case fails before training, so the table is cheap; the cases that
+resume a real checkpoint take it from the session's cached RetinaNet run.
+
+Most cases call the tool's ``main`` in this process (:func:`support.error_contract.run_tool`):
+a new interpreter importing torch and MMDetection costs 3-4 s a case, the table has over
+50, and what the contract pins is what ``main`` prints and exits with. The call gets what
+a new interpreter would (``sys.argv``, no launcher variables, the working directory,
+Python's default warning filters with the warnings on stderr, stdout and stderr captured
+at the file descriptors) and fails where it leaves process state behind. Real
+subprocesses still run :data:`IN_SUBPROCESS`: ``tools/dist_train.sh`` (a shell script,
+which runs ``tools/train.py --check-config`` in its own interpreter), and one Python
+tool of each way a script exits (``tools/train.py`` by ``sys.exit`` inside ``main``,
+``tools/weights_digest.py`` by ``sys.exit(main())``), which prove the console level:
+the status the interpreter exits with, and a stderr without anything an interpreter
+start or an import prints.
 """
 from __future__ import annotations
 
@@ -13,10 +25,12 @@ import os
 import os.path as osp
 import subprocess
 import sys
+from typing import Tuple
 
 import pytest
 import torch
 from support.doc_examples import assert_shows
+from support.error_contract import LAUNCHER_VARIABLES, Tool, run_tool
 from support.repro_utils import CONFIGS, REPO, checkpoint, pythonpath, write_config
 
 DEMO = CONFIGS['retinanet']  # batch_size 2, no accumulation
@@ -62,14 +76,20 @@ def _global_batch(expected: int, ranks: int, fix: int) -> str:
 
 
 W = ['--work-dir', '{work_dir}']
-TRAIN = [osp.join(REPO, 'tools', 'train.py')]
-CHECK = [osp.join(REPO, 'tools', 'check_repro.py')]
-MATRIX = [osp.join(REPO, 'tools', 'support_matrix.py')]
-DEMO_DATA = [osp.join(REPO, 'tools', 'make_demo_data.py')]
-DIST = ['bash', osp.join(REPO, 'tools', 'dist_train.sh')]
-DIFF = [osp.join(REPO, 'tools', 'repro_diff.py')]
-DIGEST = [osp.join(REPO, 'tools', 'weights_digest.py')]
-BUNDLE = [osp.join(REPO, 'tools', 'bundle.py')]
+
+
+def _tool(name: str, **kw) -> Tool:
+    return Tool(osp.join(REPO, 'tools', f'{name}.py'), f'mmrepro.cli.{name}', **kw)
+
+
+TRAIN = _tool('train', exits_with_main=False)  # main(), then exit 0; errors: sys.exit(2)
+CHECK = _tool('check_repro')
+MATRIX = _tool('support_matrix')
+DEMO_DATA = _tool('make_demo_data')
+DIST = Tool(osp.join(REPO, 'tools', 'dist_train.sh'))
+DIFF = _tool('repro_diff')
+DIGEST = _tool('weights_digest')
+BUNDLE = _tool('bundle')
 
 #: (tool, arguments, the whole of stderr). ``{work_dir}``, ``{bad}`` (a config with a
 #: syntax error), ``{child}`` (a config inheriting it), ``{plain}`` (a config without
@@ -252,8 +272,10 @@ CASES = {
 #: The cases that name the session's cached RetinaNet run or the Faster R-CNN test config.
 NEEDS_RUNS = ('train-resume-work-dir', 'train-resume-another-model', 'digest-work-dir',
               'check-config-resume-another-model', 'dist-resume-another-model')
-#: What a launcher sets; the cases run without them.
-LAUNCHER_VARIABLES = ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')
+#: The cases run in a real subprocess (the module's docstring says why); the others call
+#: the tool's ``main`` in this process.
+IN_SUBPROCESS = (*sorted(case for case, (tool, _, _) in CASES.items() if tool is DIST),
+                 'train-resume-not-a-checkpoint', 'digest-not-a-checkpoint')
 
 #: The cases whose line docs/tools.md shows (its ``error-contract`` block), in its order.
 DOCUMENTED = ('train-key-without-value', 'train-syntax-error', 'train-global-batch')
@@ -291,17 +313,24 @@ def _with_runs(places: dict, request, tmp_path) -> dict:
                 retina_last=checkpoint(retina), faster=faster)
 
 
-def _run(case: str, places: dict, cwd: str) -> subprocess.CompletedProcess:
+def _run(case: str, places: dict, cwd: str, capfd, monkeypatch) -> Tuple[int, str]:
+    """Run ``case`` from ``cwd``: its exit status and stderr."""
     tool, args, _ = CASES[case]
-    command = tool if tool is DIST else [sys.executable, *tool]
+    args = [a.format(**places) for a in args]
+    if case not in IN_SUBPROCESS:
+        monkeypatch.chdir(cwd)
+        code, _, err = run_tool(tool, args, capfd, monkeypatch)
+        return code, err
+    command = ['bash', tool.script] if tool is DIST else [sys.executable, tool.script]
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
     env['PYTHONPATH'] = pythonpath(REPO)
     if case == 'dist-python-without-torch':
         env['PYTHON'] = places['no_torch']
     elif tool is DIST:
         env['PYTHON'] = sys.executable
-    return subprocess.run([*command, *(a.format(**places) for a in args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+    return proc.returncode, proc.stderr
 
 
 #: The cases the floor stack runs too: those that read a file as a checkpoint (what torch's
@@ -313,46 +342,47 @@ FLOOR_CASES = ('resume', 'load', 'digest', 'checkpoint')
     pytest.param(case, marks=() if any(word in case for word in FLOOR_CASES)
                  else pytest.mark.slow) for case in sorted(CASES)])
 def test_bad_input_is_one_error_line_exit_2_and_nothing_written(case, places, tmp_path,
-                                                                 request):
+                                                                 request, capfd, monkeypatch):
     if case in NEEDS_RUNS:
         places = _with_runs(places, request, tmp_path)
     cwd = tmp_path / 'cwd'
     cwd.mkdir()
     files = sorted(os.listdir(places['files']))
-    proc = _run(case, places, str(cwd))
-    assert proc.stderr.splitlines() == [CASES[case][2].format(**places)], proc.stderr
-    assert proc.returncode == 2
+    code, err = _run(case, places, str(cwd), capfd, monkeypatch)
+    assert err.splitlines() == [CASES[case][2].format(**places)], err
+    assert code == 2
     assert not osp.exists(places['work_dir']) and os.listdir(cwd) == []
     assert sorted(os.listdir(places['files'])) == files
 
 
-def test_docs_show_the_lines_the_tools_print(places, tmp_path):
-    lines = [_run(case, places, str(tmp_path)).stderr.strip() for case in DOCUMENTED]
+def test_docs_show_the_lines_the_tools_print(places, tmp_path, capfd, monkeypatch):
+    lines = [_run(case, places, str(tmp_path), capfd, monkeypatch)[1].strip()
+             for case in DOCUMENTED]
     # docs/tools.md names the file with the syntax error as the user typed it: bad.py.
     assert_shows('error-contract', '\n'.join(lines).replace(places['bad'], 'bad.py'))
 
 
-def test_check_config_accepts_a_good_config_and_writes_nothing(places, tmp_path):
-    proc = subprocess.run([sys.executable, *TRAIN, DEMO, '--check-config',
-                           '--work-dir', places['work_dir']], cwd=tmp_path / 'files',
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == f'{DEMO}: arguments and config are valid\n'
+def test_check_config_accepts_a_good_config_and_writes_nothing(places, capfd, monkeypatch):
+    monkeypatch.chdir(places['files'])
+    code, out, err = run_tool(TRAIN, [DEMO, '--check-config', '--work-dir',
+                                      places['work_dir']], capfd, monkeypatch)
+    assert code == 0, err
+    assert out == f'{DEMO}: arguments and config are valid\n'
     assert not osp.exists(places['work_dir'])
 
 
-def test_check_config_accepts_a_checkpoint_of_the_config_and_writes_nothing(places, tmp_path,
-                                                                            request):
+def test_check_config_accepts_a_checkpoint_of_the_config_and_writes_nothing(
+        places, tmp_path, request, capfd, monkeypatch):
     places = _with_runs(places, request, tmp_path)
     retina = write_config(str(tmp_path / 'configs' / 'retina.py'), 'retinanet',
                           request.getfixturevalue('runs').data_root)
+    monkeypatch.chdir(places['files'])
     for resume in (['--resume', places['retina_ckpt']], ['--resume']):
         work_dir = places['retina_dir'] if resume == ['--resume'] else places['work_dir']
         before = sorted(os.listdir(places['retina_dir']))
-        proc = subprocess.run([sys.executable, *TRAIN, retina, '--check-config', '--work-dir',
-                               work_dir, *resume], cwd=tmp_path / 'files', capture_output=True,
-                              text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr
-        assert proc.stdout == f'{retina}: arguments and config are valid\n'
+        code, out, err = run_tool(TRAIN, [retina, '--check-config', '--work-dir', work_dir,
+                                          *resume], capfd, monkeypatch)
+        assert code == 0, err
+        assert out == f'{retina}: arguments and config are valid\n'
         assert not osp.exists(places['work_dir'])
         assert sorted(os.listdir(places['retina_dir'])) == before
