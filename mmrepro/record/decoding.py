@@ -19,6 +19,7 @@ import torch
 
 from ..data.wrappers import wrapped_datasets
 from ..rng.host_state import get_host_states, set_host_states
+from ..rng.owned import is_generator
 
 #: Distributions recorded by version when installed: ``(record key, distribution)``.
 DISTRIBUTIONS = (('pycocotools', 'pycocotools'), ('torchvision', 'torchvision'),
@@ -101,12 +102,15 @@ def is_random(transform: Any, depth: int = 0) -> bool:
     Random: its class or a base carries ``_methods_with_randomness`` (mmcv's
     ``cache_randomness``), a class in its bases is named ``Random*`` or is one of
     :data:`RANDOM_TRANSFORMS`, it has a ``prob`` attribute, or a transform it holds
-    (:func:`_held`) is random.
+    (:func:`_held`) is random; or it holds a generator of its own (a ``random.Random``,
+    numpy ``Generator``/``RandomState`` or ``torch.Generator`` attribute), whose draws
+    differ from process to process.
     """
     cls = type(transform)
     names = [base.__name__ for base in cls.__mro__]
     if (hasattr(cls, '_methods_with_randomness') or hasattr(transform, 'prob')
-            or any(n.startswith('Random') or n in RANDOM_TRANSFORMS for n in names)):
+            or any(n.startswith('Random') or n in RANDOM_TRANSFORMS for n in names)
+            or any(is_generator(v) for v in getattr(transform, '__dict__', {}).values())):
         return True
     return depth < _MAX_NESTING and any(is_random(t, depth + 1) for t in _held(transform))
 

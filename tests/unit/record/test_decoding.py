@@ -143,6 +143,12 @@ def test_is_random(cfg, random_):
     assert is_random(TRANSFORMS.build(cfg)) is random_
 
 
+def test_a_transform_owning_its_generator_is_random():
+    """Its draws differ from process to process, so the canary stops before it."""
+    from support.own_rng_transform import OwnRNGNoise
+    assert is_random(OwnRNGNoise())
+
+
 def test_albu_is_random():
     pytest.importorskip('albumentations')
     init_default_scope('mmdet')
