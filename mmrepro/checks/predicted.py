@@ -237,7 +237,7 @@ def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layou
     kept = _named_files_only(kept)
     found = [Obstacle('initial weights', text, INITIAL_FIX) for text in changed_files(
         baseline.get(INITIAL) or {}, predicted.get(INITIAL) or {}, ('the baseline', 'here'))
-        ] if INITIAL in predicted else []
+        ] if INITIAL in predicted and INITIAL in baseline else []
     data = causes(kept, DATA_CAUSES)
     taken = {key for _, keys in data for key in keys}
     numeric = causes([d for d in kept if d[0] not in taken], NUMERIC_CAUSES)

@@ -19,9 +19,11 @@ initialised from is recorded by what it holds, not by its name:
 - ``model_sha256``: the digest of the model's weights after initialisation and loading,
   right before the first step, as a checkpoint would hold them.
 
-The files are read again for the record (with ``weights_only`` loading and mmrepro's
+The files are read again for the record, right before the first step, when MMEngine
+has read (and downloaded) them (with ``weights_only`` loading and mmrepro's
 allow-list), mirroring MMEngine's ``PretrainedInit`` (its ``prefix``) and
-``Runner.load_checkpoint`` (``revise_keys`` stripping ``module.``). Reading a ResNet-50
+``Runner.load_checkpoint`` (``revise_keys`` stripping ``module.``; a missing
+``num_batches_tracked`` is not counted, as MMEngine does not). Reading a ResNet-50
 takes a fraction of a second (``benchmarks/results/provenance_cpu.md``).
 """
 from __future__ import annotations
@@ -135,17 +137,18 @@ def file_entry(name: str, module: Any, prefix: Optional[str] = None) -> Dict[str
         entry['error'] = 'not resolved' if file is None else 'no such file'
         return entry
     entry.update(size=os.stat(file).st_size, sha256=file_sha256(file))
-    from ..resume.checkpoint_io import safe_load
-    try:
-        state = _state_of(safe_load(file, map_location='cpu', mmap=True), name, prefix)
+    from ..resume.checkpoint_io import peek
+    try:  # memory-mapped where the format allows (legacy files are read whole)
+        state = _state_of(peek(file), name, prefix)
     except Exception as err:  # the file is recorded by its bytes all the same
-        entry['error'] = f'{type(err).__name__}: {err}'.splitlines()[0]
+        entry['error'] = f'{type(err).__name__}: not loadable with weights_only'
         return entry
     own = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     fits = {k: v for k, v in state.items()
             if k in own and hasattr(v, 'shape') and tuple(v.shape) == own[k]}
     entry.update(tensors_sha256=weights_digest(dict(state_dict=fits)), loaded=len(fits),
-                 missing=len([k for k in own if k not in state]),
+                 missing=len([k for k in own if k not in state  # as MMEngine counts them
+                              and not k.endswith('num_batches_tracked')]),
                  unexpected=len([k for k in state if k not in own]),
                  mismatched=len([k for k in state if k in own and k not in fits]))
     return entry
@@ -177,13 +180,6 @@ def model_digest(model: Any) -> str:
     return weights_digest(dict(state_dict=weights_to_cpu(model.state_dict())))
 
 
-def describe(source: str, entry: Dict[str, Any]) -> str:
-    """One file entry in words, e.g. ``model.backbone.init_cfg r18.pth (sha256 3f2a...)``."""
-    if entry.get('error'):
-        return f"{source} {entry.get('name')} ({entry['error']})"
-    return f"{source} {entry.get('name')} (sha256 {str(entry.get('sha256'))[:12]})"
-
-
 def changed_files(a: Dict[str, Any], b: Dict[str, Any],
                   names: Tuple[str, str] = ('run A', 'run B')) -> List[str]:
     """How the files of two ``initial`` sections differ, one text per source.
@@ -201,10 +197,14 @@ def changed_files(a: Dict[str, Any], b: Dict[str, Any],
             there = names[0] if eb is None else names[1]
             out.append(f'{source} {(ea or eb).get("name")}: only in {there}')
             continue
-        if ea.get('error') or eb.get('error'):
+        if not (ea.get('sha256') and eb.get('sha256')):  # a file one side could not read
             if ea.get('error') != eb.get('error'):
-                out.append(f"{source} {eb.get('name')}: {ea.get('error') or 'read'} vs "
-                           f"{eb.get('error') or 'read'}")
+                text = (f"{source} {eb.get('name')}: {ea.get('error') or 'read'} "
+                        f"({names[0]}) vs {eb.get('error') or 'read'} ({names[1]})")
+                if ea.get('sha256'):
+                    text += (f"; expected sha256 {str(ea.get('sha256'))[:12]} at "
+                             f"{eb.get('resolved')}")
+                out.append(text)
             continue
         if ea.get('sha256') != eb.get('sha256'):
             out.append(f"{source} {eb.get('name')}, sha256 {str(ea.get('sha256'))[:12]} vs "

@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional
 from mmengine.dist import is_main_process
 
 from .initial_weights import SECTION as INITIAL
-from .initial_weights import model_digest
+from .initial_weights import initial_files, model_digest
 from .run_record import collect_run_record, write_run_record
 from .weights import RECORD_KEY, WeightsLedger
 
@@ -52,12 +52,13 @@ class RunRecorder:
         one: a checkpoint written before this section leaves the files read here)."""
         if self.record is None:
             return
-        if self._resuming:  # the weights now are the checkpoint's, not the initial ones
-            if self._resumed is not None:
-                self.record[INITIAL] = self._resumed
-        else:
-            self.record[INITIAL] = dict(self.record.get(INITIAL) or {},
-                                        model_sha256=model_digest(runner.model))
+        if self._resuming and self._resumed is not None:  # the checkpoint's weights now
+            self.record[INITIAL] = self._resumed
+        else:  # read now: MMEngine has read (and downloaded) every file by this point
+            files = initial_files(runner.model, getattr(runner, '_load_from', None),
+                                  self._resuming or bool(getattr(runner, '_resume', False)))
+            self.record[INITIAL] = dict(files=files) if self._resuming else dict(
+                files=files, model_sha256=model_digest(runner.model))
         self._write(runner)
 
     def saving(self, runner: Any, checkpoint: Dict[str, Any]) -> None:

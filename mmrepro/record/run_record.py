@@ -36,8 +36,6 @@ from ..determinism.cpu import THREAD_ENV
 from .code_digest import code_fingerprint, import_digests
 from .decoding import decoding_record
 from .fingerprint import data_fingerprint
-from .initial_weights import SECTION as INITIAL
-from .initial_weights import initial_files
 from .numerics import numerics_record
 
 #: Environment variables that change numerical results or their reproducibility.
@@ -60,9 +58,11 @@ RECORD_VERSION = 1
 LOCATION_KEYS = ('work_dir', 'launcher', 'resume', 'load_from')
 #: Record keys that name places or times, not settings; :func:`diff_records` skips them.
 IGNORED_KEYS = ('timestamp', 'work_dir', 'argv', 'config.work_dir')
-#: Nested record keys that name places (the file an initial checkpoint was read from, and
-#: how its name was resolved; the directory of a module the config imports).
-IGNORED_FIELDS = re.compile(r'^(initial\.files\..+\.(resolved|how)|code\.imports\..+\.origin)$')
+#: Nested record keys that name places (an initial checkpoint's name as given, the file
+#: read and how the name was resolved: its sha256 says what it is; the directory of a
+#: module the config imports).
+IGNORED_FIELDS = re.compile(
+    r'^(initial\.files\..+\.(name|resolved|how)|code\.imports\..+\.origin)$')
 #: Record sections that are evidence, not settings (the weights digests): compared by
 #: ``repro_diff`` on their own, skipped by :func:`diff_records`.
 EVIDENCE_SECTIONS = ('weights',)
@@ -224,9 +224,6 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, An
         record['decoding'] = decoding_record(runner.train_dataloader.dataset)
     except Exception as err:  # a Runner without train data
         record['data'] = dict(error=f'{type(err).__name__}: {err}')
-    model = getattr(runner, 'model', None)
-    record[INITIAL] = dict(files={} if model is None else initial_files(
-        model, getattr(runner, '_load_from', None), bool(getattr(runner, '_resume', False))))
     return record
 
 

@@ -62,6 +62,8 @@ def test_another_pretrained_file_is_the_first_obstacle_and_blocks():
     assert obstacles(baseline, moved, Layout(2, 0, 1, 1), pinned_seed=False) == []
     # a check from one of the baseline's checkpoints predicts no initial files
     assert obstacles(baseline, _record(), Layout(2, 0, 1, 1), pinned_seed=False) == []
+    # a baseline recorded before the section: nothing to compare
+    assert obstacles(_record(), here, Layout(2, 0, 1, 1), pinned_seed=False) == []
 
 
 def test_the_same_record_elsewhere_has_no_obstacle():
