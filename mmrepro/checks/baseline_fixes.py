@@ -14,12 +14,12 @@ from typing import Any, Optional
 
 from ..data.global_stream import Layout
 from .diff_fixes import (
-    DECODER_PIP,
     FLAG_SETTINGS,
     NOT_PIP,
     absent,
     assignment,
     canary_fix,
+    decoders_fix,
     edited_sources,
 )
 
@@ -82,11 +82,7 @@ def key_fix(key: str, value: Any) -> str:
     if key.startswith('decoding.canary'):
         return canary_fix('the baseline')
     if key.startswith('decoding.versions.'):
-        name = key.rsplit('.', 1)[1]
-        return (f"decode with the baseline's {name}: pip install "
-                f"{DECODER_PIP.get(name, name)}=={value}" if not absent(value) and
-                '.opencv_codecs.' not in key else
-                f"decode with the baseline's libraries ({key}: {value!r})")
+        return decoders_fix([(key, value, None)], 'the baseline')
     edited = edited_sources([key])
     if edited:
         return (f"run the sources the baseline ran: {edited} differs (reinstall the package "

@@ -167,18 +167,22 @@ _SOURCE_KEY = re.compile(r'^code\.(?:packages|imports)\.(.+?)\.(?:files\.(.+)|sh
 DECODER_PIP = {'opencv': 'opencv-python', 'pillow': 'Pillow', 'turbojpeg': 'PyTurboJPEG'}
 
 
-def _decoders(diffs: Sequence[Diff]) -> str:
-    pip, codecs = [], []
+def decoders_fix(diffs: Sequence[Diff], whose: str = 'A') -> str:
+    """What gives a run ``whose`` image decoders (``decoding.versions`` differences)."""
+    pip, codecs, backend = [], [], []
     for key, a, _ in diffs:
         name = key.rsplit('.', 1)[1]
         if '.opencv_codecs.' in key:
             codecs.append(f'{name} {a}')
+        elif name == 'mmcv_imread_backend':  # a setting, not a package
+            backend.append(f'mmcv.use_backend({a!r})')
         elif key.startswith('decoding.versions.') and not absent(a):
             pip.append(f'{DECODER_PIP.get(name, name)}=={a}')
     parts = [f'pip install {" ".join(pip)}'] if pip else []
+    parts += [f"{whose}'s decode backend: {', '.join(backend)}"] if backend else []
     if codecs:
-        parts.append(f"an OpenCV build with A's codecs ({', '.join(codecs)})")
-    return "decode with A's libraries: " + ('; '.join(parts) or 'see decoding: above')
+        parts.append(f"an OpenCV build with {whose}'s codecs ({', '.join(codecs)})")
+    return f"decode with {whose}'s libraries: " + ('; '.join(parts) or 'see decoding: above')
 
 
 def canary_fix(whose: str) -> str:
@@ -293,7 +297,7 @@ FIXES: Dict[str, Callable[[Sequence[Diff]], str]] = {
     'the code': _code,
     'the GPU, its driver or the AMP dtype': _gpu,
     'library versions': _versions,
-    'the image decoders': _decoders,
+    'the image decoders': decoders_fix,
     'PyTorch numerics flags': _flags,
     'the CPU kernel set': _cpu,
     'the intra-op thread count': _threads,

@@ -149,10 +149,12 @@ def sort_settings(diffs: Sequence[Diff], records: Sequence[Dict[str, Any]] = ()
 #: The weights a run starts from (the run record's ``initial`` section): a difference there
 #: is present before the first step, and explains every later one.
 INITIAL_CAUSE = 'the initial weights'
+#: The first training images decoded to other pixels (the decode canary).
+CANARY_CAUSE = 'the decoded images (decode canary)'
 #: (cause, predicate on a record key), in the order a data difference is explained.
 DATA_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
     ('the data files (fingerprint)', lambda k: k.startswith('data.')),
-    ('the decoded images (decode canary)', lambda k: k.startswith('decoding.canary')),
+    (CANARY_CAUSE, lambda k: k.startswith('decoding.canary')),
     ('the seed or randomness settings',
      lambda k: k in ('seed', 'config.randomness.seed') or k.startswith(
          ('randomness.', 'config.randomness.'))),
@@ -283,8 +285,10 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
     same = 'the same samples in every traced iteration; ' if data_traced else ''
     layout = [cause for cause in data if cause[0] == LAYOUT_CAUSE]
     starts = [cause for cause in numeric if cause[0] == INITIAL_CAUSE]
-    found = starts + layout + [cause for cause in numeric if cause[0] != INITIAL_CAUSE] + [
-        cause for cause in data if cause[0] != LAYOUT_CAUSE]
+    canary = [cause for cause in data if cause[0] == CANARY_CAUSE]  # there before step 1
+    found = starts + canary + layout + [
+        cause for cause in numeric if cause[0] != INITIAL_CAUSE] + [
+        cause for cause in data if cause[0] not in (LAYOUT_CAUSE, CANARY_CAUSE)]
     if not diverged:
         if not found:
             return [f'verdict: {same}{identical}, as expected (no setting that changes '

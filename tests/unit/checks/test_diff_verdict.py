@@ -267,3 +267,15 @@ def test_edited_sources_and_decoders_are_named_with_their_fix():
     assert verdict_lines(canary, True, None, 3, True)[:2] == [
         'verdict: the data differ from iteration 3',
         '  why: the decoded images (decode canary) (decoding.canary.sha256)']
+
+
+def test_a_canary_difference_ranks_right_after_the_initial_weights():
+    diffs = [('devices.torch_threads', 2, 1), ('decoding.canary.sha256', 'a', 'b'),
+             ('decoding.versions.mmcv_imread_backend', 'cv2', 'pillow')]
+    lines = verdict_lines(diffs, True, 1, None, False)
+    assert lines[1] == ('  explained by (most likely first): the decoded images (decode '
+                        'canary) (decoding.canary.sha256); the image decoders '
+                        '(decoding.versions.mmcv_imread_backend); the intra-op thread count '
+                        '(devices.torch_threads)')
+    assert ("  next: the image decoders: decode with A's libraries: A's decode backend: "
+            "mmcv.use_backend('cv2')") in lines
