@@ -23,10 +23,8 @@ idle; the intra-op thread count is fixed by ``--threads``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import os.path as osp
-import platform
 import statistics
 import sys
 import tempfile
@@ -36,6 +34,8 @@ from typing import Callable, Dict, List
 import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+from timing import report  # noqa: E402 (benchmarks/timing.py, next to this script)
 
 CONFIG = 'retinanet/retinanet_r50_fpn_1x_coco.py'
 
@@ -128,15 +128,9 @@ def main() -> None:
     total = sum(medians.values())
     rows.append(f'| **all of it** | **{total * 1e3:.0f} ms** | **{total / iteration:.3f}x** |')
     rows.append(f'| one training iteration (batch 2, 1333x800) | {iteration:.2f} s | 1x |')
-    head = (f'Measured {datetime.date.today()} on {platform.processor() or platform.machine()}'
-            f' ({os.cpu_count()} cores, torch {torch.__version__}, {args.threads} threads), '
-            f'median of {args.repeats}, taken alternately; mmdet has {files} Python files, the '
-            f'pretrained file is {size / 2**20:.0f} MiB.')
-    text = '\n'.join([head, '', *rows])
-    print(text)
-    if args.out:
-        with open(args.out, 'w') as f:
-            f.write(f'# Recording what a run starts from (CPU)\n\n{text}\n')
+    report('Recording what a run starts from (CPU)', args.threads,
+           f'median of {args.repeats}, taken alternately; mmdet has {files} Python files, the '
+           f'pretrained file is {size / 2**20:.0f} MiB', rows, args.out)
 
 
 if __name__ == '__main__':

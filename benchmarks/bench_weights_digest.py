@@ -13,10 +13,8 @@ in one run. Keep the machine otherwise idle.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import os.path as osp
-import platform
 import statistics
 import sys
 import tempfile
@@ -25,6 +23,8 @@ import time
 import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+from timing import report  # noqa: E402 (benchmarks/timing.py, next to this script)
 
 #: MMDetection's configs, inside the installed package (``mmdet/.mim/configs``).
 CONFIGS = {'RetinaNet R50-FPN': 'retinanet/retinanet_r50_fpn_1x_coco.py',
@@ -80,14 +80,8 @@ def main() -> None:
             rows.append(f'| {name} | {weights / 2**20:.0f} MiB | '
                         f'{os.path.getsize(path) / 2**20:.0f} MiB | {save * 1e3:.0f} ms | '
                         f'{digest * 1e3:.0f} ms | {digest / save:.2f}x |')
-    head = (f'Measured {datetime.date.today()} on {platform.processor() or platform.machine()}'
-            f' ({os.cpu_count()} cores, torch {torch.__version__}, '
-            f'{torch.get_num_threads()} threads), median of {args.repeats}.')
-    text = '\n'.join([head, '', *rows])
-    print(text)
-    if args.out:
-        with open(args.out, 'w') as f:
-            f.write(f'# Weights digest at each checkpoint save (CPU)\n\n{text}\n')
+    report('Weights digest at each checkpoint save (CPU)', torch.get_num_threads(),
+           f'median of {args.repeats}', rows, args.out)
 
 
 if __name__ == '__main__':
