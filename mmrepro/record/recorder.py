@@ -56,7 +56,7 @@ class RunRecorder:
             self.record[INITIAL] = self._resumed
         else:  # read now: MMEngine has read (and downloaded) every file by this point
             files = initial_files(runner.model, getattr(runner, '_load_from', None),
-                                  self._resuming or bool(getattr(runner, '_resume', False)))
+                                  self._resuming)
             self.record[INITIAL] = dict(files=files) if self._resuming else dict(
                 files=files, model_sha256=model_digest(runner.model))
         self._write(runner)
