@@ -48,6 +48,9 @@ class ReproducibilityHook(Hook):
             ``'labels'`` (label files by content, images by size), ``'content'``
             (every file by content) or ``'stat'`` (every file by size); see
             :mod:`mmrepro.record.fingerprint`. Defaults to ``'labels'``.
+        nudge_weights: Move every floating weight one ulp up or down right before
+            the first step (:mod:`mmrepro.trace.nudge`): the run that measures
+            the rounding envelope, which the checks train. Defaults to False.
 
     Its priority (85) places it after the logger and scheduler hooks and before
     ``CheckpointHook`` (VERY_LOW, 90), so the states it captures are those of the
@@ -65,7 +68,7 @@ class ReproducibilityHook(Hook):
     priority = 85
 
     def __init__(self, trace_interval: int = 50, trace_forward: bool = False,
-                 fingerprint: str = 'labels') -> None:
+                 fingerprint: str = 'labels', nudge_weights: bool = False) -> None:
         if isinstance(trace_interval, bool) or not isinstance(trace_interval, int) or \
                 trace_interval < 0:
             raise ValueError(
@@ -75,8 +78,12 @@ class ReproducibilityHook(Hook):
         if not isinstance(trace_forward, bool):
             raise TypeError(f'ReproducibilityHook(trace_forward={trace_forward!r}): '
                             'expected True or False.')
+        if not isinstance(nudge_weights, bool):
+            raise TypeError(f'ReproducibilityHook(nudge_weights={nudge_weights!r}): '
+                            'expected True or False.')
         self.trace_interval = trace_interval
         self.trace_forward = trace_forward
+        self.nudge_weights = nudge_weights
         self.fingerprint = check_mode(fingerprint)
         self._tracer: Any = None
         self._recorder = RunRecorder(self.fingerprint)
@@ -94,6 +101,14 @@ class ReproducibilityHook(Hook):
         """Restore RNG state and position the data right before the first new iteration;
         record the weights training starts from."""
         self._keeper.before_train(runner)
+        if self.nudge_weights:
+            from mmengine.model import is_model_wrapper
+
+            from ..trace.nudge import nudge_weights
+            model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+            count = nudge_weights(model)
+            runner.logger.info(f'mmrepro: {count} weight values moved one ulp up or down '
+                               '(nudge_weights: the rounding envelope run)')
         self._recorder.starting(runner)
 
     def before_train_iter(self, runner, batch_idx: int, data_batch: Any = None) -> None:

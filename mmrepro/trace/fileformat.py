@@ -16,6 +16,9 @@ ROOT_NAME = '(model)'
 SECTIONS = ('forward', 'grad', 'weight', 'buffer')
 #: Section of per-sample digests of the batch (:mod:`.samples`): before every other.
 DATA = 'data'
+#: Key of the run's first iteration line holding a sketch of every module's forward
+#: output (:mod:`.sketch`), in the order the forward pass finished them (rank 0).
+FORWARD_SKETCH = 'forward_sketch'
 
 
 class TraceError(ValueError):

@@ -13,7 +13,9 @@ the same for every process layout with the same global batch (ranks, per-rank ba
 - ``step_losses``: every micro-batch's loss values, as ``'<slice>.<name>'``;
 - ``step_grad``: the gradients the optimizer applied (after the all-reduce, the
   accumulation and any clipping), per parameter;
-- ``weight`` and ``buffer`` (written at every traced iteration) are then after the step.
+- ``weight`` and ``buffer`` (written at every traced iteration) are then after the step;
+- ``sketch``: a sketch (:mod:`.sketch`) of each applied gradient (``grad``) and of each
+  weight after the step (``weight``), from which two runs' distance is estimated.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from torch import nn
 
 from .batching import _Batch, _batch
 from .samples import global_slots
+from .sketch import read_back, sketch
 
 #: Trace line keys of the whole step (see the module docstring).
 STEP = 'step'
@@ -55,6 +58,7 @@ class StepRecorder:
         self._data: List[Tuple[int, Dict[str, str]]] = []
         self._losses: List[Tuple[int, Dict[str, str]]] = []
         self._grads: Optional[_Batch] = None
+        self._grad_sketches: Dict[str, Any] = {}
         self._active = False
         self._handles = [optimizer.register_step_pre_hook(self._before_step)
                          for optimizer in _optimizers(optim_wrapper)]
@@ -78,9 +82,13 @@ class StepRecorder:
         data = global_slots([item for pair in slices for item in pair[0]])
         losses = {f'{place}.{name}': value for pair in slices
                   for place, values in sorted(pair[1]) for name, value in values.items()}
+        weights = {name: sketch(param) for name, param in self.model.named_parameters()
+                   if param.is_floating_point()}
         fields: Dict[str, Any] = {STEP: step, 'step_data': data,
-                                  'step_losses': dict(sorted(losses.items()))}
-        grads, self._grads = self._grads, None
+                                  'step_losses': dict(sorted(losses.items())),
+                                  'sketch': dict(grad=read_back(self._grad_sketches),
+                                                 weight=read_back(weights))}
+        grads, self._grads, self._grad_sketches = self._grads, None, {}
         self._data, self._losses, self._active = [], [], False
         return fields, grads
 
@@ -99,6 +107,8 @@ class StepRecorder:
         if named:
             self._grads = _batch([('step_grad', name) for name, _ in named],
                                  [grad for _, grad in named])
+            self._grad_sketches = {name: sketch(grad) for name, grad in named
+                                   if grad.is_floating_point()}
 
 
 def _optimizers(optim_wrapper: Any) -> List[Any]:

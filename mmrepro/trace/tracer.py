@@ -13,8 +13,16 @@ from ..data.global_stream import step_and_slice
 from ..run.state import find_state
 from .batching import _Batch, _batch, _DigestCache, _Pending, _pending, _resolve, digest
 from .digests import to_hex
-from .fileformat import ROOT_NAME, SECTIONS, TRACE_FORMAT, TRACE_NAME, TRACE_VERSION
+from .fileformat import (
+    FORWARD_SKETCH,
+    ROOT_NAME,
+    SECTIONS,
+    TRACE_FORMAT,
+    TRACE_NAME,
+    TRACE_VERSION,
+)
 from .samples import DATA, global_slots, sample_digests
+from .sketch import read_back, sketch_of
 from .steps import POINTS, StepRecorder, traced_step
 
 
@@ -97,6 +105,8 @@ class Tracer:
         self._prefixes = [(f'{name}.' if name else '', module) for name, module in named]
         self._handles: List[Any] = []
         self._forward: Dict[str, _Pending] = {}
+        self._sketches: Dict[str, Tensor] = {}
+        self._sketch_calls: Dict[str, int] = {}
         self._grad: Dict[str, _Pending] = {}
         self._calls: Dict[str, int] = {}
         self._data: Dict[str, str] = {}
@@ -131,6 +141,8 @@ class Tracer:
             self._data = global_slots(all_gather_object((place, self._data)))
         for name, module in self._modules if self.forward else ():
             self._handles.append(module.register_forward_hook(partial(self._on_forward, name)))
+        for name, module in self._modules if runner.iter == 0 and not self._rank else ():
+            self._handles.append(module.register_forward_hook(partial(self._on_sketch, name)))
         trainable = tuple(p.requires_grad for _, p in self._named('_parameters'))
         if trainable != self._trainable:  # the first traced iteration, or (un)freezing
             self._remove_grad_hooks()
@@ -153,6 +165,9 @@ class Tracer:
                                     batch_idx=batch_idx, losses=_losses(outputs))
         if self._data:
             line[DATA] = self._data
+        if self._sketches:  # the run's first iteration (rank 0's micro-batch)
+            line[FORWARD_SKETCH] = read_back(self._sketches)
+            self._sketches, self._sketch_calls = {}, {}
         line.update({s: {} for s in (SECTIONS if self.forward else SECTIONS[1:])})
         step, place = step_and_slice(runner.iter, self._rank, self.micro)
         self._steps.add(place, self._local, line['losses'])
@@ -204,6 +219,9 @@ class Tracer:
         pending = _pending(output, self._cache)
         if pending is not None:
             self._forward[_call_key(name, self._calls)] = pending
+
+    def _on_sketch(self, name: str, module: nn.Module, args: Any, output: Any) -> None:
+        self._sketches[_call_key(name, self._sketch_calls)] = sketch_of(output)
 
     def _on_grad(self, name: str, param: Tensor) -> None:
         grad = param.grad

@@ -4,6 +4,7 @@ from mmengine.optim import OptimWrapper
 from torch import nn
 
 from mmrepro import trace as T
+from mmrepro.trace.sketch import sketch
 from mmrepro.trace.steps import StepRecorder
 
 MASK = (1 << 64) - 1
@@ -50,7 +51,13 @@ def test_the_step_gradients_are_those_the_optimizer_applies_after_clipping():
     fields, grads = recorder.finish(1)
     assert _hexes(grads) == expected
     assert [name for _, name in grads.keys] == ['0.weight', '0.bias', '2.weight', '2.bias']
+    sketches = fields.pop('sketch')
     assert fields == dict(step=1, step_data={}, step_losses={})
+    # the sketches of the applied (clipped) gradients and of the weights after the step
+    assert sketches['grad'] == {n: sketch(p.grad).tolist()
+                                for n, p in reference.named_parameters()}
+    assert sketches['weight'] == {n: sketch(p).tolist() for n, p in model.named_parameters()}
+    assert sketches['grad']['0.weight'] != sketches['grad']['2.weight']
     recorder.close()
 
 
@@ -75,7 +82,10 @@ def test_micro_batches_are_merged_by_their_place_in_the_global_batch():
     recorder.add(1, {'0': 'c', '1': 'd'}, {'loss': 'y'})  # the second slice first
     recorder.add(0, {'0': 'a', '1': 'b'}, {'loss': 'x', 'loss_cls': 'z'})
     fields, grads = recorder.finish(4)
+    assert fields.pop('sketch')['grad'] == {}  # no optimizer step was read
     assert fields == dict(step=4, step_data={'0': 'a', '1': 'b', '2': 'c', '3': 'd'},
                           step_losses={'0.loss': 'x', '0.loss_cls': 'z', '1.loss': 'y'})
     assert grads is None
-    assert recorder.finish(5)[0] == dict(step=5, step_data={}, step_losses={})  # anew
+    again = recorder.finish(5)[0]  # anew
+    again.pop('sketch')
+    assert again == dict(step=5, step_data={}, step_losses={})

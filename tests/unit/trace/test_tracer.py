@@ -7,6 +7,8 @@ from support.toy_runner import fake_runner
 from torch import nn
 
 from mmrepro import trace as T
+from mmrepro.trace.fileformat import FORWARD_SKETCH
+from mmrepro.trace.sketch import WIDTH
 
 
 def _hex(tensor, path=''):
@@ -73,7 +75,8 @@ def test_tracer_writes_every_nth_iteration_with_hooks_only_then(tmp_path):
     header, lines = T.read_trace(path)
     assert header['interval'] == 2 and header['modules']['block.conv'] == 'Conv2d'
     assert [line['iter'] for line in lines] == [1, 2, 4]  # the first, then every 2nd
-    assert hooks_seen == [1, 1, 0, 1]  # forward hooks exist only on traced iterations
+    # forward hooks exist only on traced iterations (and the sketches' at the first)
+    assert hooks_seen == [2, 1, 0, 1]
     line = lines[1]
     assert list(line['losses']) == ['loss']
     assert float.fromhex(line['losses']['loss']) > 0
@@ -117,8 +120,13 @@ def test_gradients_read_in_hooks_or_after_backward_agree(tmp_path):
 def test_forward_outputs_are_optional(tmp_path):
     path, hooks_seen = _train(tmp_path, 'a', forward=False)
     header, lines = T.read_trace(path)
-    assert header['forward'] is False and hooks_seen == [0, 0, 0, 0]
+    assert header['forward'] is False and hooks_seen == [1, 0, 0, 0]  # the sketches'
     assert all('forward' not in line for line in lines)
+    # the first iteration sketches every module's output, in the order they finished
+    first = lines[0][FORWARD_SKETCH]
+    assert list(first) == ['block.conv', 'block.bn', 'block', 'shared', 'shared#1', '(model)']
+    assert all(len(value) == WIDTH and any(value) for value in first.values())
+    assert all(FORWARD_SKETCH not in line for line in lines[1:])
     with_forward = T.read_trace(_train(tmp_path, 'b')[0])
     assert with_forward[0]['forward'] is True
     diff = T.compare_traces(lines, with_forward[1])  # the sections both have are compared
