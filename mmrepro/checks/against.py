@@ -25,7 +25,6 @@ import glob
 import io
 import os.path as osp
 import shutil
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -37,8 +36,16 @@ from ..resume.preflight import build_offline
 from ..run.config import ConfigError
 from ..trace import TRACE_NAME, read_trace
 from ..trace.compare import compare_steps, step_lines
-from . import runs
-from .against_verdict import fix_steps, judge, seed_obstacle
+from .against_runs import Span, train_span
+from .against_verdict import (
+    NUMERICS,
+    fix_steps,
+    judge,
+    rounding_verdict,
+    say_rounding,
+    seed_obstacle,
+)
+from .envelope import Rounding, judge_rounding
 from .predicted import (
     INITIAL_FIX,
     Obstacle,
@@ -54,13 +61,10 @@ from .runs import (
     DEFAULT_ITERS,
     IN_PROCESS_LOCK,
     PROG,
-    Run,
     check_launch,
     load_config,
     prepare_work_dir,
     previous_check,
-    progress,
-    train,
 )
 
 #: Where a check without CONFIG keeps the baseline's config dump it trains.
@@ -83,6 +87,9 @@ class AgainstOptions:
             the baseline's name where ``config`` is None).
         cfg_options: ``KEY=VALUE`` overrides, as for ``tools/train.py``.
         nproc: Processes launched by torchrun (0: one process, no launcher).
+        bitwise: Require bit for bit: a run equivalent within rounding fails (status 1).
+        envelope: Train the rounding envelope's run even where the run is bitwise (for
+            ``mmrepro-diff``, which compares other runs with it).
     """
 
     config: Optional[str]
@@ -93,6 +100,8 @@ class AgainstOptions:
     work_dir: Optional[str] = None
     cfg_options: List[str] = field(default_factory=list)
     nproc: int = 0
+    bitwise: bool = False
+    envelope: bool = False
 
     def validate(self) -> None:
         """Check the options before anything is read or trained.
@@ -126,7 +135,9 @@ class AgainstResult:
         trained: Whether a run was trained.
         steps: The optimizer steps compared.
         log_dir: The check run's log dir.
-        seconds: Wall time of the training run.
+        seconds: Wall time of the training runs.
+        rounding: Where the run is not bitwise: rounding or real, with the evidence.
+        nudged_dir: The log dir of the rounding envelope's run, where one was trained.
     """
 
     status: int = 0
@@ -138,6 +149,8 @@ class AgainstResult:
     steps: List[int] = field(default_factory=list)
     log_dir: Optional[str] = None
     seconds: float = 0.0
+    rounding: Optional[Rounding] = None
+    nudged_dir: Optional[str] = None
 
 
 def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> AgainstResult:
@@ -209,19 +222,35 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
     if not result.steps:
         raise ValueError(f'--against {options.baseline!r}: the baseline traced no optimizer '
                          f'step in {start + 1}..{stop}; choose --iters to reach one')
-    train_seed = base_seed if seed is None else seed
-    result.log_dir, result.seconds = _train(options, config, work_dir, cfg, cfg_options,
-                                            train_seed, layout, start, stop, say)
+    prepare_work_dir(work_dir, say)
+    if options.config is None:  # the baseline's dump, kept beside the run that uses it
+        config = shutil.copy(config, osp.join(work_dir, BASELINE_CONFIG))
+        say(f"  the baseline's config: {config}")
+    span = Span(options, config, work_dir, cfg, cfg_options,
+                base_seed if seed is None else seed, layout, start, stop)
+    result.log_dir, result.seconds = train_span(span, say)
     result.trained = True
     _started_otherwise(result, baseline)
     lines = read_trace(osp.join(result.log_dir, TRACE_NAME))[1]
     wanted = set(result.steps)
-    diff = compare_steps([line for line in baseline.trace[1] if line.get('step') in wanted],
-                         [line for line in lines if line.get('step') in wanted])
+    base_lines = [line for line in baseline.trace[1] if line.get('iter') == 1
+                  or line.get('step') in wanted]
+    diff = compare_steps(base_lines, [line for line in lines if line.get('step') in wanted])
     result.status, result.verdict, result.next_steps = judge(
         diff, baseline, options.baseline, result.obstacles, result.causes,
         base_seed if seed is None else None,
         options.config or osp.join(work_dir, BASELINE_CONFIG))
+    numerics = result.verdict.startswith(NUMERICS)
+    if numerics or options.envelope:
+        result.nudged_dir, seconds = train_span(span, say, nudge=True)
+        result.seconds += seconds
+        result.rounding = judge_rounding(
+            base_lines, lines, lines, read_trace(osp.join(result.nudged_dir, TRACE_NAME))[1],
+            baseline.trace[0].get('modules'))
+    if numerics:
+        say_rounding(result.rounding, say)
+        result.status, result.verdict = rounding_verdict(result.verdict, result.rounding,
+                                                         options.bitwise)
     _say_verdict(result, say)
     return result
 
@@ -340,39 +369,3 @@ def _span(baseline: RunData, options: AgainstOptions) -> Tuple[int, int]:
         return 0, max(early) if early else DEFAULT_ITERS
     later = [s for s in traced if s > start]
     return start, later[0] if later else start + 1
-
-
-def _train(options: AgainstOptions, config: str, work_dir: str, cfg: Any,
-           cfg_options: List[str], seed: Any, layout: Layout, start: int, stop: int,
-           say: Callable[..., None]) -> Tuple[str, float]:
-    """Write the child config and train it with ``seed`` (the config's own, or the
-    baseline's where the config has none); return its log dir and the wall time."""
-    prepare_work_dir(work_dir, say)
-    if options.config is None:  # the baseline's dump, kept beside the run that uses it
-        config = shutil.copy(config, osp.join(work_dir, BASELINE_CONFIG))
-        say(f"  the baseline's config: {config}")
-    child = osp.join(work_dir, 'check_against_config.py')
-    what = (f'optimizer steps {start + 1}..{stop} from {options.resume_from}'
-            if options.resume_from else f'optimizer steps 1..{stop}')
-    with open(child, 'w') as f:
-        f.write(child_config(cfg, config, options.baseline, what,
-                             seed, stop * layout.micro))
-    args = ['--resume', options.resume_from] if options.resume_from else []
-    say(f'training {what} here ({stop - start} step(s) of {layout.micro} micro-batch(es)): '
-        f'iterations {start * layout.micro + 1}..{stop * layout.micro}', flush=True)
-    begin = time.perf_counter()
-    log_dir = train(Run('against', what, args=args), child, work_dir, cfg_options,
-                    options.nproc, on_iteration=progress(say, stop * layout.micro,
-                                                         start * layout.micro))
-    seconds = time.perf_counter() - begin
-    say(f'  done in {seconds:.1f} s')
-    return log_dir, seconds
-
-
-def child_config(cfg: Any, config: str, baseline: str, what: str, seed: Any,
-                 stop_iter: int) -> str:
-    """The text of the check run's config: the user's, traced at every step, stopped."""
-    return runs.child_config(cfg, config, f'check_repro --against {baseline}',
-                             f'{what}; every optimizer step traced, without validation or '
-                             'checkpoints.', dict(trace_interval=1), stop_iter, 10**9,
-                             dict(seed=seed))

@@ -11,12 +11,16 @@ with ``next:`` lines: each cause's fix, or what to run.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from ..trace.compare import TraceDiff, step_lines
+from .envelope import Rounding
 from .predicted import Obstacle
 from .real_runs import Cause
 from .run_data import RunData
+
+#: How a verdict of numbers that differ starts (the rounding envelope then judges it).
+NUMERICS = 'numerics differ'
 
 
 def seed_obstacle(seed: Any) -> Obstacle:
@@ -116,5 +120,26 @@ def _verdict(diff: TraceDiff, baseline: RunData, name: str,
     what = 'loss' if section == 'losses' else {'grad': 'gradient', 'weight': 'weight',
                                                'buffer': 'buffer'}.get(section, section)
     module = where.rsplit('.', 1)[0] if section != 'losses' else where
-    return 1, (f'numerics differ from iteration {at(diff.iteration)}: first module '
+    return 1, (f'{NUMERICS} from iteration {at(diff.iteration)}: first module '
                f'{module} ({what} of {where}); recorded causes: {causes}')
+
+
+def say_rounding(rounding: Rounding, say: Callable[..., None],
+                 apart: str = 'to the baseline') -> None:
+    """The envelope's evidence: the runs' distance over the envelope, per step."""
+    if rounding.table:
+        say(f'distance {apart} / the rounding envelope, per traced step (equivalent within '
+            'rounding up to 1x):')
+        for line in rounding.table:
+            say(line)
+
+
+def rounding_verdict(verdict: str, rounding: Rounding, bitwise: bool) -> Tuple[int, str]:
+    """``(status, verdict)`` of a run whose numerics differ, judged against the rounding
+    envelope: status 0 where equivalent within rounding (1 with ``bitwise``)."""
+    if rounding.equivalent:
+        required = '; --bitwise requires bit for bit' if bitwise else ''
+        return int(bitwise), f'not bitwise, but {rounding.text}{required}: {verdict}'
+    if rounding.equivalent is False:
+        return 1, f'{rounding.text}; {verdict}'
+    return 1, f'{verdict}; {rounding.text}'

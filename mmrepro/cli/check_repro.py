@@ -35,7 +35,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         'the runs are bit-identical (losses, forward outputs, gradients, weights); with '
         '--against, check that this machine reproduces a baseline.',
         epilog='exit status: 0 every comparison bit-identical and real runs of the config '
-        'reproducible (with --against: the baseline reproduced); 1 a run diverged (the '
+        'reproducible (with --against: the baseline reproduced bit for bit, or, without '
+        '--bitwise, equivalent within rounding); 1 a run diverged (the '
         'first iteration and module are named), or real runs of the config would not be '
         'reproducible (no seed, deterministic=False, an operation a real run stops at; '
         'with --against also: the config or data differ, before training); 2 bad '
@@ -70,6 +71,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--go-on', action='store_true',
                         help='with --against: train and compare even when the config or '
                         'the data differ from the baseline\'s')
+    parser.add_argument('--bitwise', action='store_true',
+                        help='with --against: require bit for bit; a run that is only '
+                        'equivalent within rounding then exits 1 (default: it exits 0)')
     parser.add_argument('--launcher', choices=['none', 'pytorch'], default='none',
                         help='pytorch: every run is --nproc processes launched by '
                         'torch.distributed.run (NCCL on GPUs, gloo on CPU); default: none')
@@ -132,7 +136,7 @@ def against_options(args: argparse.Namespace) -> AgainstOptions:
     return AgainstOptions(config=args.config, baseline=args.against, steps=args.iters,
                           resume_from=args.resume_from, go_on=args.go_on,
                           work_dir=args.work_dir, cfg_options=list(args.cfg_options),
-                          nproc=processes(args))
+                          nproc=processes(args), bitwise=args.bitwise)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -140,7 +144,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     try:
         if args.against is None:
-            for flag, given in (('--from', args.resume_from), ('--go-on', args.go_on)):
+            for flag, given in (('--from', args.resume_from), ('--go-on', args.go_on),
+                                ('--bitwise', args.bitwise)):
                 if given:
                     raise ValueError(f'{flag} needs --against BASELINE')
             options = check_options(args)
