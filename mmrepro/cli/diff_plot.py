@@ -41,7 +41,8 @@ class Drawn:
     Attributes:
         title: The plot's title (the verdict, wrapped).
         lines: The drawn series by name: ``A logged``, ``A traced``, ``B logged``,
-            ``B traced``, ``|A - B| logged``, ``|A - B| traced`` (those with points).
+            ``B traced``, ``|A - B| logged``, ``|A - B| traced`` and ``rounding
+            envelope`` (those with points).
     """
 
     title: str
@@ -68,7 +69,8 @@ def _gaps(a: Points, b: Points) -> Points:
 
 def plot_losses(a: Curves, b: Curves, out: str, verdict: str,
                 divergence: Optional[int] = None, label_a: str = 'A',
-                label_b: str = 'B') -> Drawn:
+                label_b: str = 'B', envelope: Sequence[Tuple[int, float]] = (),
+                ratios: Optional[Dict[str, Points]] = None) -> Drawn:
     """Plot both runs' losses, their difference and the first divergence into a PNG.
 
     Uses Matplotlib's Agg canvas directly, so it needs no display and leaves the
@@ -82,6 +84,11 @@ def plot_losses(a: Curves, b: Curves, out: str, verdict: str,
         divergence: The first diverging iteration, marked with a vertical line.
         label_a: Legend of run A.
         label_b: Legend of run B.
+        envelope: ``(iteration, loss distance)`` of the rounding envelope at traced
+            steps, drawn as a band under ``|A - B|``: a gap inside it is rounding.
+        ratios: Per quantity (``loss``, ``grad``, ``weight``), ``(iteration, distance
+            over the envelope)`` at traced steps: a third panel, log scale, with the
+            1x line (beyond it: beyond rounding).
 
     Returns:
         Drawn: The title and the drawn series.
@@ -89,9 +96,11 @@ def plot_losses(a: Curves, b: Curves, out: str, verdict: str,
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
-    figure = Figure(figsize=(9, 7), dpi=100)
+    figure = Figure(figsize=(9, 9 if ratios else 7), dpi=100)
     FigureCanvasAgg(figure)
-    axes, below = figure.subplots(2, 1, sharex=True, height_ratios=(3, 1))
+    panels = figure.subplots(3 if ratios else 2, 1, sharex=True,
+                             height_ratios=(3, 1, 1) if ratios else (3, 1))
+    axes, below = panels[0], panels[1]
     lines: Dict[str, Any] = {}
     for name, curves, label, style, marker in (('A', a, label_a, '-', 'o'),
                                                 ('B', b, label_b, '--', 'x')):
@@ -110,15 +119,22 @@ def plot_losses(a: Curves, b: Curves, out: str, verdict: str,
             lines[f'|A - B| {kind}'] = below.plot(
                 *_finite(gaps), color='black', linestyle='-' if kind == 'logged' else 'none',
                 marker=marker, fillstyle='none', label=f'{kind}')[0]
+    if envelope:
+        xs, ys = _finite(list(envelope))
+        lines['rounding envelope'] = below.fill_between(
+            xs, 0, ys, color='tab:green', alpha=0.3, step='mid',
+            label='rounding envelope (this machine, one ulp per weight)')
     if divergence is not None:
         axes.axvline(divergence, color='red', linestyle=':',
                      label=f'first divergence (iteration {divergence})')
         below.axvline(divergence, color='red', linestyle=':')
     below.set_ylabel('|A - B|')
-    below.set_xlabel('iteration')
-    below.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if ratios:
+        _draw_ratios(panels[2], ratios, lines)
+    panels[-1].set_xlabel('iteration')
+    panels[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
     below.grid(True, alpha=0.3)
-    if any(name.startswith('|') for name in lines):
+    if any(name.startswith('|') or name == 'rounding envelope' for name in lines):
         below.legend(fontsize=8)
     axes.set_ylabel('training loss')
     title = '\n'.join(textwrap.wrap(verdict, _TITLE_WIDTH))
@@ -128,3 +144,18 @@ def plot_losses(a: Curves, b: Curves, out: str, verdict: str,
     figure.tight_layout()
     figure.savefig(out, format='png')
     return Drawn(title, lines)
+
+
+def _draw_ratios(axes: Any, ratios: Dict[str, Points], lines: Dict[str, Any]) -> None:
+    """The distance over the rounding envelope per traced step, with the 1x line."""
+    tiny = 1e-9  # zeros (equal bits) drawn at the bottom of the log scale
+    for name, marker in (('loss', 's'), ('grad', 'o'), ('weight', '^')):
+        points = [(x, min(max(y, tiny), 1e9)) for x, y in ratios.get(name, [])]
+        if points:
+            lines[f'{name} / envelope'] = axes.plot(*_finite(points), marker=marker,
+                                                    label=f'{name} distance / envelope')[0]
+    axes.axhline(1.0, color='red', linestyle='--', label='1x: beyond is beyond rounding')
+    axes.set_yscale('log')
+    axes.set_ylabel('/ envelope')
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7)

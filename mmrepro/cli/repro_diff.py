@@ -29,12 +29,15 @@ import json
 import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
+from ..checks.against_verdict import say_rounding
+from ..checks.diff_rounding import diff_rounding, envelope_band
 from ..checks.diff_verdict import (
     settings_verdict,
     sort_settings,
     unkeyed_generators,
     verdict_lines,
 )
+from ..checks.envelope import Rounding
 from ..checks.evidence import Comparison, compare_evidence, weights_lines
 from ..checks.run_data import SCALARS, RunData, load_run, read_scalars
 from ..checks.weights_index import WeightsReadError
@@ -75,6 +78,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         'bundle (.tar.gz)')
     parser.add_argument('run_b', help='work dir, log dir, run_record.json, checkpoint or '
                         'bundle (.tar.gz)')
+    parser.add_argument('--bitwise', action='store_true',
+                        help='require bit for bit: runs that are only equivalent within '
+                        'rounding then exit 1 (default: 0)')
+    parser.add_argument('--no-envelope', action='store_true',
+                        help="where the traces differ, do not measure this machine's "
+                        "rounding envelope (two short runs of A's config) to say whether "
+                        'the difference is rounding or real')
     parser.add_argument('--plot', metavar='OUT.png', help='write both runs\' losses here: '
                         'every logged iteration, the traced ones marked, the verdict in the '
                         'title')
@@ -283,14 +293,42 @@ def run_diff(args: argparse.Namespace) -> int:
     notes = a.evidence.weights.notes + b.evidence.weights.notes
     verdict, status = judge(a, b, settings.kept, result)
     for line in (*settings.lines, *traced, *logged_lines(a, b, result),
-                 *weights_lines(result, notes), *verdict):
+                 *weights_lines(result, notes)):
+        print(line)
+    rounding = None
+    if status == DIFFERENT and numeric(a, b, trace_diff) and not args.no_envelope:
+        rounding = diff_rounding(a, b)
+        say_rounding(rounding, print, 'of A and B')
+        verdict, status = _with_rounding(verdict, rounding, args.bitwise)
+    for line in verdict:
         print(line)
     if curves is not None:
         title = next(line for line in verdict if line.startswith('verdict: '))
+        band, ratios = envelope_band(a, rounding)
         plot_losses(curves[0], curves[1], args.plot, title.removeprefix('verdict: '),
-                    result.first, f'A: {a.path}', f'B: {b.path}')
+                    result.first, f'A: {a.path}', f'B: {b.path}', band, ratios)
         print(f'plot: {args.plot}')
     return status
+
+
+def numeric(a: RunData, b: RunData, diff: Optional[TraceDiff]) -> bool:
+    """Whether the traces differ in their numbers alone: a traced step differs, the
+    samples and the initial weights do not."""
+    return (diff is not None and bool(diff.common) and not diff.identical
+            and diff.data_iteration is None and not initial_differences(a.record, b.record))
+
+
+def _with_rounding(verdict: List[str], rounding: Rounding,
+                   bitwise: bool) -> Tuple[List[str], int]:
+    """The verdict lines with the rounding-or-real verdict, and the exit status."""
+    at = next(i for i, line in enumerate(verdict) if line.startswith('verdict: '))
+    lines = list(verdict)
+    if rounding.equivalent:
+        required = '; --bitwise requires bit for bit' if bitwise else ''
+        lines[at] += f'; not bitwise, but {rounding.text}{required}'
+        return lines, DIFFERENT if bitwise else IDENTICAL
+    lines[at] += f'; {rounding.text}'
+    return lines, DIFFERENT
 
 
 def main(argv: Optional[List[str]] = None) -> int:
