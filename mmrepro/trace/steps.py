@@ -14,8 +14,10 @@ the same for every process layout with the same global batch (ranks, per-rank ba
 - ``step_grad``: the gradients the optimizer applied (after the all-reduce, the
   accumulation and any clipping), per parameter;
 - ``weight`` and ``buffer`` (written at every traced iteration) are then after the step;
-- ``sketch``: a sketch (:mod:`.sketch`) of each applied gradient (``grad``) and of each
-  weight after the step (``weight``), from which two runs' distance is estimated.
+- ``sketch``: at the first :data:`SKETCHED_STEPS` steps, a sketch (:mod:`.sketch`) of
+  each applied gradient (``grad``) and of each weight after the step (``weight``), from
+  which two runs' distance is estimated: the early steps a teammate's check trains
+  (a sketch line of an R50-FPN detector is about three times a digest line).
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ STEP = 'step'
 STEP_SECTIONS = ('step_data', 'step_losses', 'step_grad')
 #: How traced steps are chosen (the trace header's ``points``).
 POINTS = 'dense'
+#: Traced steps up to this one also hold sketches.
+SKETCHED_STEPS = 32
 
 
 def traced_step(step: int, interval: int) -> bool:
@@ -59,13 +63,15 @@ class StepRecorder:
         self._losses: List[Tuple[int, Dict[str, str]]] = []
         self._grads: Optional[_Batch] = None
         self._grad_sketches: Dict[str, Any] = {}
-        self._active = False
+        self._active = self._sketch = False
         self._handles = [optimizer.register_step_pre_hook(self._before_step)
                          for optimizer in _optimizers(optim_wrapper)]
 
-    def begin(self) -> None:
-        """A traced micro-batch starts: the optimizer step ending the step is read."""
+    def begin(self, step: int) -> None:
+        """A traced micro-batch of the 1-based optimizer ``step`` starts: the optimizer
+        step ending it is read."""
         self._active = True
+        self._sketch = step <= SKETCHED_STEPS
 
     def add(self, place: int, data: Dict[str, str], losses: Dict[str, str]) -> None:
         """Keep one traced micro-batch's sample digests and losses (its slice ``place``)."""
@@ -82,12 +88,13 @@ class StepRecorder:
         data = global_slots([item for pair in slices for item in pair[0]])
         losses = {f'{place}.{name}': value for pair in slices
                   for place, values in sorted(pair[1]) for name, value in values.items()}
-        weights = {name: sketch(param) for name, param in self.model.named_parameters()
-                   if param.is_floating_point()}
         fields: Dict[str, Any] = {STEP: step, 'step_data': data,
-                                  'step_losses': dict(sorted(losses.items())),
-                                  'sketch': dict(grad=read_back(self._grad_sketches),
-                                                 weight=read_back(weights))}
+                                  'step_losses': dict(sorted(losses.items()))}
+        if step <= SKETCHED_STEPS:
+            weights = {name: sketch(param) for name, param in self.model.named_parameters()
+                       if param.is_floating_point()}
+            fields['sketch'] = dict(grad=read_back(self._grad_sketches),
+                                    weight=read_back(weights))
         grads, self._grads, self._grad_sketches = self._grads, None, {}
         self._data, self._losses, self._active = [], [], False
         return fields, grads
@@ -107,8 +114,9 @@ class StepRecorder:
         if named:
             self._grads = _batch([('step_grad', name) for name, _ in named],
                                  [grad for _, grad in named])
-            self._grad_sketches = {name: sketch(grad) for name, grad in named
-                                   if grad.is_floating_point()}
+            if self._sketch:
+                self._grad_sketches = {name: sketch(grad) for name, grad in named
+                                       if grad.is_floating_point()}
 
 
 def _optimizers(optim_wrapper: Any) -> List[Any]:

@@ -132,7 +132,7 @@ class Tracer:
         if not self.traced(runner.iter) or self._file is None:
             return
         self._active = True
-        self._steps.begin()
+        self._steps.begin(runner.iter // self.micro + 1)
         self._local = sample_digests(data_batch)
         self._data = self._local
         if self._world_size > 1:  # every rank traces this iteration: list the global batch

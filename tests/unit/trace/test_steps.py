@@ -5,7 +5,7 @@ from torch import nn
 
 from mmrepro import trace as T
 from mmrepro.trace.sketch import sketch
-from mmrepro.trace.steps import StepRecorder
+from mmrepro.trace.steps import SKETCHED_STEPS, StepRecorder
 
 MASK = (1 << 64) - 1
 
@@ -46,7 +46,7 @@ def test_the_step_gradients_are_those_the_optimizer_applies_after_clipping():
     total = torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.01)
     assert total > 0.01  # the clipping changes them
     expected = {n: T.to_hex(T.tensor_digest(p.grad)) for n, p in reference.named_parameters()}
-    recorder.begin()
+    recorder.begin(1)
     wrapper.update_params(_loss(model))
     fields, grads = recorder.finish(1)
     assert _hexes(grads) == expected
@@ -71,14 +71,14 @@ def test_only_traced_steps_are_read_and_close_removes_the_hook():
     assert recorder.finish(1)[1] is None
     recorder.close()
     assert len(optimizer._optimizer_step_pre_hooks) == 0
-    recorder.begin()
+    recorder.begin(2)
     optimizer.step()
     assert recorder.finish(2)[1] is None  # the hook is gone
 
 
 def test_micro_batches_are_merged_by_their_place_in_the_global_batch():
     recorder = StepRecorder(_model(), None, rank=0, world_size=1)  # no optimizer: no hook
-    recorder.begin()
+    recorder.begin(4)
     recorder.add(1, {'0': 'c', '1': 'd'}, {'loss': 'y'})  # the second slice first
     recorder.add(0, {'0': 'a', '1': 'b'}, {'loss': 'x', 'loss_cls': 'z'})
     fields, grads = recorder.finish(4)
@@ -89,3 +89,16 @@ def test_micro_batches_are_merged_by_their_place_in_the_global_batch():
     again = recorder.finish(5)[0]  # anew
     again.pop('sketch')
     assert again == dict(step=5, step_data={}, step_losses={})
+
+
+def test_only_the_early_steps_hold_sketches():
+    model = _model()
+    wrapper = OptimWrapper(torch.optim.SGD(model.parameters(), lr=0.1))
+    recorder = StepRecorder(model, wrapper, rank=0, world_size=1)
+    for step in (SKETCHED_STEPS, SKETCHED_STEPS + 1):
+        recorder.begin(step)
+        wrapper.update_params(_loss(model))
+        fields, grads = recorder.finish(step)
+        assert grads is not None  # digested either way
+        assert ('sketch' in fields) == (step == SKETCHED_STEPS)
+    recorder.close()
