@@ -54,6 +54,7 @@ class StepDistance:
         grad: Estimated L2 norm of the difference of the applied gradients.
         weight: Estimated L2 norm of the difference of the weights after the step.
         modules: Per module, the estimated L2 norm of its gradients' difference.
+        weight_modules: Per module, that of its weights' difference.
         loss_floor: :data:`LOSS_ULPS` float32 ulps of the loss values (L2 over them).
     """
 
@@ -62,6 +63,7 @@ class StepDistance:
     grad: float = 0.0
     weight: float = 0.0
     modules: Dict[str, float] = field(default_factory=dict)
+    weight_modules: Dict[str, float] = field(default_factory=dict)
     loss_floor: float = 0.0
 
 
@@ -139,6 +141,14 @@ def _norm(values: Sequence[float]) -> float:
     return math.sqrt(sum(v * v for v in values))
 
 
+def _by_module(distances: Mapping[str, float]) -> Dict[str, float]:
+    """Per-parameter distances combined per module (its parameters' L2 norm)."""
+    modules: Dict[str, float] = {}
+    for name, value in distances.items():
+        modules[_owner(name)] = math.hypot(modules.get(_owner(name), 0.0), value)
+    return modules
+
+
 def has_sketches(line: Mapping[str, Any]) -> bool:
     """Whether a trace line's whole-step record holds sketches (this release's)."""
     return 'step' in line and isinstance(line.get('sketch'), Mapping)
@@ -161,14 +171,11 @@ def step_distances(lines_a: Sequence[Mapping[str, Any]],
         weights = _tensor_distances(line_a.get('weight', {}), line_b.get('weight', {}),
                                     line_a['sketch'].get('weight', {}),
                                     line_b['sketch'].get('weight', {}))
-        modules: Dict[str, float] = {}
-        for name, value in grads.items():
-            modules[_owner(name)] = math.hypot(modules.get(_owner(name), 0.0), value)
         common = [k for k in loss_a if k in loss_b]
         out[line_a['step']] = StepDistance(
             line_a['step'], _norm([loss_a[k] - loss_b[k] for k in common]),
-            _norm(list(grads.values())), _norm(list(weights.values())), modules,
-            _norm([LOSS_ULPS * _ulp32(loss_a[k]) for k in common]))
+            _norm(list(grads.values())), _norm(list(weights.values())), _by_module(grads),
+            _by_module(weights), _norm([LOSS_ULPS * _ulp32(loss_a[k]) for k in common]))
     return out
 
 
@@ -229,7 +236,7 @@ def times(value: float) -> str:
     """A ratio as the verdict shows it: ``0.8x``, ``29x``, ``4e3x``, ``infinitely``."""
     if math.isinf(value):
         return 'infinitely (the envelope is 0)'
-    if value >= 1000:
+    if value >= 999.5:  # shown as 1000 or more
         return f'{value:.0e}'.replace('e+0', 'e').replace('e+', 'e') + 'x'
     return f'{value:.0f}x' if value >= 10 else f'{value:.2g}x'
 
@@ -287,12 +294,18 @@ def judge_rounding(base: Sequence[Mapping[str, Any]], other: Sequence[Mapping[st
         where = f'first module {_module_text(named[0], modules)}, its forward output ' \
             f'{times(named[1])} the envelope at the first iteration'
     else:
-        env = envelope[beyond.step].modules
-        spread = {m: ratio(v, env.get(m, 0.0))
-                  for m, v in distances[beyond.step].modules.items()}
-        top = max(spread, key=spread.get) if spread else None
-        where = (f'largest gradient difference in {_module_text(top, modules)} '
-                 f'({times(spread[top])} the envelope)' if top and spread[top] > 0 else
-                 'no module named')
+        where = _furthest(distances[beyond.step], envelope[beyond.step], modules)
     return Rounding(False, f'differs beyond rounding from step {beyond.step} (distance '
                     f'{times(beyond.worst)} the envelope), {where}', table, rows, envelope)
+
+
+def _furthest(base: StepDistance, envelope: StepDistance, modules: Mapping[str, str]) -> str:
+    """The module whose gradients (else weights) lie furthest beyond the envelope."""
+    for kind, attr in (('gradient', 'modules'), ('weight', 'weight_modules')):
+        env = getattr(envelope, attr)
+        spread = {m: ratio(v, env.get(m, 0.0)) for m, v in getattr(base, attr).items()}
+        top = max(spread, key=spread.get) if spread else None
+        if top is not None and spread[top] > 0:
+            return (f'largest {kind} difference in {_module_text(top, modules)} '
+                    f'({times(spread[top])} the envelope)')
+    return 'no module named'

@@ -85,6 +85,17 @@ def test_beyond_the_envelope_names_the_step_and_the_module_furthest_beyond():
                            '(1e3x the envelope)')
 
 
+def test_where_only_the_weights_differ_the_module_furthest_beyond_in_weights_is_named():
+    base, here, nudged = _run([0]), _run([0]), _run([1e-6])
+    other = _run([0])
+    other[0]['weight']['head.fc.weight'] = 'moved'  # an lr change: equal gradients
+    other[0]['sketch']['weight']['head.fc.weight'][0] += 1e-3
+    result = judge_rounding(base, other, here, nudged, MODULES)
+    assert result.text == ('differs beyond rounding from step 1 (distance 707x the '
+                           'envelope), largest weight difference in head.fc (Linear) (1e3x '
+                           'the envelope)')
+
+
 def test_the_first_forward_output_beyond_the_envelope_names_the_first_module():
     forward = {'backbone.conv': 1.0, 'neck': 2.0, 'head.fc': 3.0}
     base = [_line(1, forward=forward)]
