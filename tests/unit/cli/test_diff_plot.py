@@ -49,3 +49,18 @@ def test_run_curves_reads_the_scalars_log_and_the_trace():
     assert curves.logged == [(1, 1.25), (2, 1.0)]
     assert curves.traced[0] == (1, 1.5) and math.isnan(curves.traced[1][1])
     assert run_curves(None, []) == Curves([], [])
+
+
+def test_the_envelope_is_a_band_under_the_gap_and_the_ratios_a_third_panel(tmp_path):
+    a = Curves([], [(1, 1.9), (2, 1.8), (4, 1.6)])
+    b = Curves([], [(1, 1.9), (2, 1.8 + 1e-6), (4, 1.6 + 3e-6)])
+    ratios = dict(loss=[(1, 0.0), (2, 0.5), (4, 2.0)], grad=[(1, 0.0), (2, 30.0), (4, 40.0)],
+                  weight=[(1, 1e-3), (2, 3.0), (4, 7.0)])
+    drawn = plot_losses(a, b, str(tmp_path / 'p.png'), 'differs beyond rounding',
+                        envelope=[(1, 2e-6), (2, 2e-6), (4, 4e-6)], ratios=ratios)
+    assert {'rounding envelope', 'loss / envelope', 'grad / envelope',
+            'weight / envelope'} <= set(drawn.lines)
+    band = drawn.lines['rounding envelope'].get_paths()[0].vertices
+    assert band[:, 1].max() == 4e-6 and band[:, 0].min() == 1 and band[:, 0].max() == 4
+    assert list(drawn.lines['grad / envelope'].get_ydata()) == [1e-9, 30.0, 40.0]  # 0: floor
+    assert (tmp_path / 'p.png').read_bytes()[:8] == PNG_SIGNATURE
