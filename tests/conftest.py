@@ -10,11 +10,9 @@ item), and every worker uses the same paths.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import os.path as osp
 import sys
-from typing import Dict, Iterator, Tuple
 
 import pytest
 import torch
@@ -27,7 +25,7 @@ if not torch.cuda.is_available():
 # with Albu); the tests stay off the network.
 os.environ.setdefault('NO_ALBUMENTATIONS_UPDATE', '1')
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))  # the support package
-from support.repro_utils import checkpoint, prune_checkpoints, run_train, state_digest, write_config
+from support.run_cache import RunCache, once
 
 
 def session_dir(tmp_path_factory, name: str) -> str:
@@ -37,17 +35,6 @@ def session_dir(tmp_path_factory, name: str) -> str:
     if os.environ.get('PYTEST_XDIST_WORKER'):
         base = base.parent  # pytest-N/, above each worker's popen-gwK/
     return str(base / name)
-
-
-@contextlib.contextmanager
-def once(path: str) -> Iterator[bool]:
-    """Hold the session's lock on ``path``; yield whether it still has to be made."""
-    from filelock import FileLock
-    os.makedirs(osp.dirname(path), exist_ok=True)
-    with FileLock(path + '.lock'):
-        done = path + '.done'
-        yield not osp.exists(done)
-        open(done, 'w').close()
 
 
 @pytest.fixture(scope='session')
@@ -72,42 +59,9 @@ def seg_data_root(tmp_path_factory) -> str:
     return root
 
 
-#: Tags of the cached runs that tests resume from: they keep every checkpoint.
-RESUMED_FROM = ('base', 'iterloop', 'iterloop-finite', 'hooks', 'bsr')
-
-
-class RunCache:
-    """Train each distinct (model, options) once per session; tests share the runs.
-
-    Runs that no test resumes from keep only their last checkpoint."""
-
-    def __init__(self, root: str, data_root: str) -> None:
-        self.root, self.data_root = root, data_root
-        self._done: Dict[Tuple, str] = {}
-
-    def get(self, model: str, tag: str = 'base', *args: str, **config_kw) -> str:
-        """Work dir of the run ``(model, tag)``, training it on first use."""
-        key = (model, tag)
-        if key not in self._done:
-            work_dir = osp.join(self.root, f'{model}-{tag}')
-            with once(work_dir) as todo:
-                if todo:
-                    config = write_config(osp.join(work_dir + '-cfg', f'{model}_{tag}.py'),
-                                          model, self.data_root, **config_kw)
-                    run_train(config, work_dir, *args)
-                    if tag not in RESUMED_FROM:
-                        prune_checkpoints(work_dir)
-            self._done[key] = work_dir
-        return self._done[key]
-
-    def digest(self, model: str, tag: str = 'base', *args: str, **config_kw) -> str:
-        """state_dict digest of the final checkpoint of run ``(model, tag)``."""
-        return state_digest(checkpoint(self.get(model, tag, *args, **config_kw)))
-
-
 @pytest.fixture(scope='session')
 def runs(tmp_path_factory, data_root) -> RunCache:
-    """The session's shared training runs."""
+    """The session's shared training runs (one set of options per (model, tag))."""
     return RunCache(session_dir(tmp_path_factory, 'runs'), data_root)
 
 
