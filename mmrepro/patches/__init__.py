@@ -1,9 +1,9 @@
 """Every change mmrepro makes to MMEngine / MMDetection, applied in one place.
 
 :func:`apply_patches` runs once, on ``import mmrepro``. Each patch acts only for a
-Runner whose config enables mmrepro (:mod:`.scope`: ``custom_imports`` naming
-``mmrepro``, or ``ReproducibilityHook`` in ``custom_hooks``); any other Runner runs
-MMEngine's code unchanged. What they change (also listed in docs/internals.md):
+Runner whose config enables mmrepro (:mod:`mmrepro.run.enable`: ``custom_imports``
+naming ``mmrepro``, or ``ReproducibilityHook`` in ``custom_hooks``); any other Runner
+runs MMEngine's code unchanged. What they change (also listed in docs/internals.md):
 
 1. ``Runner.set_randomness`` goes through :func:`mmrepro.rng.seeding.set_random_seed`
    (validation, a seed that is never None, deterministic mode done fully) --

@@ -49,8 +49,8 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
     ``randomness`` of the runner's config, so the config dump and every checkpoint
     meta record it.
 
-    A Runner whose config does not enable mmrepro (:mod:`.scope`) gets MMEngine's
-    ``set_randomness`` unchanged, and so every other patch leaves it alone.
+    A Runner whose config does not enable mmrepro (:mod:`mmrepro.run.enable`) gets
+    MMEngine's ``set_randomness`` unchanged, and so every other patch leaves it alone.
 
     Args:
         seed: ``randomness.seed``.

@@ -15,9 +15,11 @@ def worker_init_fn(worker_id: int, seed: int, rank: int = 0) -> None:
     PyTorch gives worker ``w`` the initial seed ``base_seed + w``, where
     ``base_seed`` is drawn once per DataLoader iterator from the loader's
     generator (mmrepro gives every loader its own seeded generator). Mixing it in
-    gives every epoch of non-persistent workers a new, reproducible stream; hashing
-    the key with ``SeedSequence`` keeps neighbouring seeds, ranks and workers
-    from colliding.
+    gives every epoch of non-persistent workers a new, reproducible stream. The whole
+    key (the worker domain tag, ``seed``, ``rank``, ``worker_id`` and the worker's
+    ``torch.initial_seed()``) is hashed with BLAKE2b
+    (:func:`~mmrepro.rng.host_state.seed_host_rngs`), which keeps neighbouring seeds,
+    ranks and workers from colliding.
 
     Per-sample seeding reseeds before every sample anyway; this covers whatever a
     worker draws outside ``__getitem__``.
