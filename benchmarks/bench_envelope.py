@@ -15,7 +15,8 @@ process, timed wall to wall:
 - ``neck x (1 + 1e-3)``: the factor's module edited, which no record shows (real).
 
 Each row gives the verdict, the largest distance over the envelope at any step and
-quantity, and the check's wall time. Keep the machine otherwise idle.
+quantity, the largest forward output over its envelope at the first iteration, and the
+check's wall time. Keep the machine otherwise idle.
 
     python benchmarks/bench_envelope.py [--out FILE.md]
 """
@@ -68,6 +69,7 @@ CASES: List[Tuple[str, List[str], Dict[str, str], str]] = [
     ('neck x (1 + 1e-3)', [], {}, '1.0 + 1e-3'),
 ]
 _RATIO = re.compile(r'^\s+\d+\s+(.*)$')
+_FORWARD = re.compile(r'first iteration, forward outputs: at most (\S+)x the envelope \((.*?);')
 
 
 def _worst(out: str) -> Optional[float]:
@@ -84,8 +86,14 @@ def _worst(out: str) -> Optional[float]:
     return max(values) if values else None
 
 
+def _forward(out: str) -> str:
+    """The first iteration's largest forward ratio and its module (- if none)."""
+    found = _FORWARD.search(out)
+    return f'{found.group(1)}x ({found.group(2)})' if found else '-'
+
+
 def _check(config: str, baseline: str, work: str, options: List[str],
-           env: Dict[str, str]) -> Tuple[str, Optional[float], float, int]:
+           env: Dict[str, str]) -> Tuple[str, Optional[float], str, float, int]:
     command = [sys.executable, osp.join(REPO, 'tools', 'check_repro.py'), config, '--against',
                baseline, '--work-dir', work]
     if options:
@@ -95,7 +103,7 @@ def _check(config: str, baseline: str, work: str, options: List[str],
     seconds = time.perf_counter() - begin
     verdict = next((line[len('verdict: '):] for line in done.stdout.splitlines()
                     if line.startswith('verdict: ')), done.stderr.strip()[-200:])
-    return verdict, _worst(done.stdout), seconds, done.returncode
+    return verdict, _worst(done.stdout), _forward(done.stdout), seconds, done.returncode
 
 
 def main() -> None:
@@ -126,17 +134,19 @@ def main() -> None:
         scale('1.0')
         subprocess.run([sys.executable, osp.join(REPO, 'tools', 'train.py'), config,
                         '--work-dir', baseline], env=env, check=True, capture_output=True)
-        rows = ['| case | exit | verdict | largest distance / envelope | check wall time |',
-                '|---|---:|---|---:|---:|']
+        rows = ['| case | exit | verdict | largest step distance / envelope | first '
+                'iteration: largest forward output / envelope | check wall time |',
+                '|---|---:|---|---:|---|---:|']
         for i, (name, options, extra, factor) in enumerate(CASES):
             if 'cpu_isa' in name and cpu.capability() != 'AVX512':
                 continue
             scale(factor)
-            verdict, worst, seconds, code = _check(config, baseline, osp.join(root, f'c{i}'),
-                                                   options, dict(env, **extra))
+            verdict, worst, forward, seconds, code = _check(
+                config, baseline, osp.join(root, f'c{i}'), options, dict(env, **extra))
             short = verdict.split(': numerics differ')[0].split('; numerics differ')[0]
             shown = '-' if worst is None else f'{worst:.2g}x'
-            rows.append(f'| {name} | {code} | {short} | {shown} | {seconds:.1f} s |')
+            rows.append(f'| {name} | {code} | {short} | {shown} | {forward} | '
+                        f'{seconds:.1f} s |')
             print(rows[-1], flush=True)
     report('Rounding or real: the whole check on the demo, envelope included', 2,
            'each check once, wall to wall in a fresh process', rows, args.out)

@@ -11,14 +11,19 @@ machine's training over those steps.
 At each traced step both distances are taken over the same quantities
 (:func:`step_distances`): the step's loss values, the applied gradients and the weights
 after the step (L2 norms of the differences, estimated from the trace's sketches,
-:mod:`mmrepro.trace.sketch`, and exactly 0 where the digests are equal). A loss is one
-float32 number, which rounding moves by whole ulps, so its envelope is at least
-:data:`LOSS_ULPS` ulps. Their ratio (:func:`ratios`) says how many envelopes apart the
-runs are. Runs within the envelope (:data:`THRESHOLD`) at every step compared are
+:mod:`mmrepro.trace.sketch`, and exactly 0 where the digests are equal). Their ratio
+(:func:`ratios`) says how many envelopes apart the runs are. Runs whose gradients and
+weights lie within the envelope (:data:`THRESHOLD`) at every step compared are
 **equivalent within rounding**; beyond it at any step, they **differ beyond rounding**
-from the first such step. The first module whose forward output at the run's first
-iteration lies :data:`FORWARD_THRESHOLD` envelopes away is named, else the module whose
-gradients lie furthest beyond.
+from the first such step. The losses are shown, not judged: a loss is one float32
+number, which rounding moves by whole ulps (its envelope is shown at least
+:data:`LOSS_ULPS` ulps), and the gradients and weights it produces are measured
+finely. A module whose forward output at the run's first iteration lies
+:data:`FORWARD_THRESHOLD` envelopes away differs beyond rounding too: there both runs
+start from the same weights and samples, so only the computation can differ, and a real
+change to it (code, a loss weight) stands out before training carries any noise. The
+first such module is named, else the module whose gradients (else weights) lie furthest
+beyond.
 """
 from __future__ import annotations
 
@@ -78,8 +83,8 @@ class StepRatio:
 
     @property
     def worst(self) -> float:
-        """The largest of the three."""
-        return max(self.loss, self.grad, self.weight)
+        """The larger of the gradients' and the weights' (the loss is evidence only)."""
+        return max(self.grad, self.weight)
 
 
 @dataclass
@@ -283,20 +288,35 @@ def judge_rounding(base: Sequence[Mapping[str, Any]], other: Sequence[Mapping[st
     table = ['  step  ' + ''.join(f'{m:>12}' for m in ('loss', 'gradients', 'weights'))]
     table += [f'  {r.step:>4}  ' + ''.join(f'{times(getattr(r, m)):>12}' for m in METRICS)
               for r in rows]
+    forward = forward_distances(_first_lines(base), _first_lines(other))
+    forward_env = forward_envelope(_first_lines(here), _first_lines(nudged))
+    table += _forward_line(forward, forward_env, modules)
+    named = first_module(forward, forward_env)
     beyond = next((r for r in rows if r.worst > THRESHOLD), None)
-    if beyond is None:
+    if beyond is None and named is None:
         worst = max(rows, key=lambda r: r.worst)
         return Rounding(True, f'equivalent within rounding (distance {times(worst.worst)} '
                         f'the envelope at step {worst.step})', table, rows, envelope)
-    named = first_module(forward_distances(_first_lines(base), _first_lines(other)),
-                         forward_envelope(_first_lines(here), _first_lines(nudged)))
-    if named is not None:
-        where = f'first module {_module_text(named[0], modules)}, its forward output ' \
-            f'{times(named[1])} the envelope at the first iteration'
-    else:
-        where = _furthest(distances[beyond.step], envelope[beyond.step], modules)
+    if named is not None:  # the computation itself differs, before any step
+        return Rounding(False, f'differs beyond rounding from step 1 (distance '
+                        f'{times(named[1])} the envelope), first module '
+                        f'{_module_text(named[0], modules)}: its forward output at the first '
+                        'iteration', table, rows, envelope)
+    where = _furthest(distances[beyond.step], envelope[beyond.step], modules)
     return Rounding(False, f'differs beyond rounding from step {beyond.step} (distance '
                     f'{times(beyond.worst)} the envelope), {where}', table, rows, envelope)
+
+
+def _forward_line(forward: Sequence[Tuple[str, float]], envelope: Mapping[str, float],
+                  modules: Mapping[str, str]) -> List[str]:
+    """The evidence of the first iteration's forward outputs (none: no line)."""
+    spread = [(name, ratio(value, envelope.get(name, 0.0))) for name, value in forward]
+    if not spread:
+        return []
+    name, worst = max(spread, key=lambda item: item[1])
+    return [f'  first iteration, forward outputs: at most {times(worst)} the envelope '
+            f'({_module_text(name, modules)}; beyond {FORWARD_THRESHOLD:.0f}x the '
+            'computation differs)']
 
 
 def _furthest(base: StepDistance, envelope: StepDistance, modules: Mapping[str, str]) -> str:

@@ -49,8 +49,9 @@ class ReproducibilityHook(Hook):
             (every file by content) or ``'stat'`` (every file by size); see
             :mod:`mmrepro.record.fingerprint`. Defaults to ``'labels'``.
         nudge_weights: Move every floating weight one ulp up or down right before
-            the first step (:mod:`mmrepro.trace.nudge`): the run that measures
-            the rounding envelope, which the checks train. Defaults to False.
+            the first step and after every step (:mod:`mmrepro.trace.nudge`): the run
+            that measures the rounding envelope, which the checks train. Defaults to
+            False.
 
     Its priority (85) places it after the logger and scheduler hooks and before
     ``CheckpointHook`` (VERY_LOW, 90), so the states it captures are those of the
@@ -102,13 +103,10 @@ class ReproducibilityHook(Hook):
         record the weights training starts from."""
         self._keeper.before_train(runner)
         if self.nudge_weights:
-            from mmengine.model import is_model_wrapper
-
-            from ..trace.nudge import nudge_weights
-            model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-            count = nudge_weights(model)
+            count = self._nudge(runner)
             runner.logger.info(f'mmrepro: {count} weight values moved one ulp up or down '
-                               '(nudge_weights: the rounding envelope run)')
+                               'before the first step and after every step (nudge_weights: '
+                               'the rounding envelope run)')
         self._recorder.starting(runner)
 
     def before_train_iter(self, runner, batch_idx: int, data_batch: Any = None) -> None:
@@ -125,6 +123,19 @@ class ReproducibilityHook(Hook):
         if self._tracer is not None:
             self._tracer.after_train_iter(runner, batch_idx, outputs)
         self._keeper.after_train_iter(runner, batch_idx)
+        state = find_state(runner)
+        micro = state.layout.micro if state is not None and state.layout is not None else 1
+        if self.nudge_weights and (runner.iter + 1) % micro == 0:  # after a step
+            self._nudge(runner, (runner.iter + 1) // micro)
+
+    @staticmethod
+    def _nudge(runner, step: int = 0) -> int:
+        """Move every weight one ulp (:func:`~mmrepro.trace.nudge.nudge_weights`)."""
+        from mmengine.model import is_model_wrapper
+
+        from ..trace.nudge import nudge_weights
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        return nudge_weights(model, step)
 
     def after_train_epoch(self, runner) -> None:
         """The next pass starts a new sampler epoch at batch 0."""

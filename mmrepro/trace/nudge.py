@@ -3,11 +3,11 @@
 ``mmrepro-check --against`` and ``mmrepro-diff`` measure how far pure rounding noise
 carries training over a few steps by training the same run twice, once as it is and
 once with every floating-point parameter moved to the next representable value up or
-down, by a fixed pseudo-random sign per value, before the first step
-(``ReproducibilityHook(nudge_weights=True)``): each weight rounded the other way, as a
-different rounding would. Random signs, as rounding errors have: a move of every weight
-the same way would add up in every sum of products and weigh many times more.
-:mod:`mmrepro.checks.envelope` compares the two runs.
+down, by a pseudo-random sign per value, before the first step and again after every
+optimizer step (``ReproducibilityHook(nudge_weights=True)``): each weight rounded the
+other way at every step, as other hardware rounds every step otherwise. Random signs,
+as rounding errors have: a move of every weight the same way would add up in every sum
+of products and weigh many times more. :mod:`mmrepro.checks.envelope` compares the runs.
 """
 from __future__ import annotations
 
@@ -20,14 +20,18 @@ _SEED = 0x0E1F
 
 
 @torch.no_grad()
-def nudge_weights(model: nn.Module) -> int:
+def nudge_weights(model: nn.Module, step: int = 0) -> int:
     """Move every floating-point parameter value of ``model`` one ulp up or down (a
-    fixed pseudo-random direction per value, the same on every machine).
+    pseudo-random direction per value, drawn from ``step``: the same on every machine).
+
+    Args:
+        model: The model.
+        step: The optimizer steps done (0: before the first).
 
     Returns:
         int: How many values were changed.
     """
-    generator = torch.Generator().manual_seed(_SEED)
+    generator = torch.Generator().manual_seed(_SEED + step)
     changed = 0
     for param in model.parameters():
         if param.is_floating_point():

@@ -63,6 +63,14 @@ def test_a_loss_moved_by_a_few_ulps_stays_within_its_least_envelope():
     assert row.loss == pytest.approx(2 / LOSS_ULPS)
 
 
+def test_a_loss_alone_beyond_its_envelope_is_shown_but_not_judged():
+    base, here, nudged = _run([0]), _run([0]), _run([1e-6])
+    other = [_line(1, loss=1.5 + 1000 * 2.0 ** -23)]  # 1000 ulps, equal gradients
+    result = judge_rounding(base, other, here, nudged)
+    assert result.rows[0].loss == pytest.approx(1000 / LOSS_ULPS)
+    assert result.equivalent is True and result.table[1].split()[1] == '62x'
+
+
 def test_within_the_envelope_at_every_step_is_equivalent():
     base, other = _run([0, 0]), _run([1e-9, 2e-9])
     here, nudged = _run([0, 0]), _run([1e-6, 4e-6])
@@ -104,8 +112,13 @@ def test_the_first_forward_output_beyond_the_envelope_names_the_first_module():
     here = [_line(1, forward=forward)]
     nudged = [_line(1, shift=1e-4, forward={name: v + 1e-6 for name, v in forward.items()})]
     result = judge_rounding(base, other, here, nudged, MODULES)
-    assert result.text.startswith('differs beyond rounding from step 1 (distance 1e4x the '
-                                  'envelope), first module neck (FPN), its forward output ')
+    assert result.text == ('differs beyond rounding from step 1 (distance 524x the envelope), '
+                           'first module neck (FPN): its forward output at the first iteration')
+    assert result.table[-1] == ('  first iteration, forward outputs: at most 786x the envelope '
+                                '(head.fc (Linear); beyond 100x the computation differs)')
+    same_steps = [_line(1, forward={n: v[0] for n, v in other[0][FORWARD_SKETCH].items()})]
+    result = judge_rounding(base, same_steps, here, nudged, MODULES)  # steps within
+    assert result.equivalent is False and 'first module neck (FPN)' in result.text
     other[0]['data'] = {'0': 'another sample'}  # other inputs: no module is named by them
     assert 'largest gradient difference in' in judge_rounding(base, other, here, nudged,
                                                               MODULES).text
