@@ -73,7 +73,8 @@ _FORWARD = re.compile(r'first iteration, forward outputs: at most (\S+)x the env
 
 
 def _worst(out: str) -> Optional[float]:
-    """The largest ratio of the envelope table (None: no table)."""
+    """The largest gradient or weight ratio of the envelope table, the judged ones (None:
+    no table)."""
     table = out.split('(equivalent within rounding up to 1x):\n')
     if len(table) < 2:
         return None
@@ -82,7 +83,8 @@ def _worst(out: str) -> Optional[float]:
         found = _RATIO.match(row)
         if not found:
             break
-        values += [float(cell[:-1]) for cell in found.group(1).split() if cell.endswith('x')]
+        cells = found.group(1).split()
+        values += [float(cell[:-1]) for cell in cells[1:] if cell.endswith('x')]  # not loss
     return max(values) if values else None
 
 
@@ -134,8 +136,8 @@ def main() -> None:
         scale('1.0')
         subprocess.run([sys.executable, osp.join(REPO, 'tools', 'train.py'), config,
                         '--work-dir', baseline], env=env, check=True, capture_output=True)
-        rows = ['| case | exit | verdict | largest step distance / envelope | first '
-                'iteration: largest forward output / envelope | check wall time |',
+        rows = ['| case | exit | verdict | largest gradient or weight distance / envelope | '
+                'first iteration: largest forward output / envelope | check wall time |',
                 '|---|---:|---|---:|---|---:|']
         for i, (name, options, extra, factor) in enumerate(CASES):
             if 'cpu_isa' in name and cpu.capability() != 'AVX512':
