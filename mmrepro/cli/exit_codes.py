@@ -20,11 +20,13 @@ EXIT_CODES: Dict[str, Dict[int, str]] = {
     },
     'check_repro': {
         0: 'every comparison bit-identical and real runs of the config reproducible; with '
-           '`--against`: the baseline reproduced bit for bit',
+           '`--against`: the baseline reproduced bit for bit, or, without `--bitwise`, '
+           'equivalent within rounding (within the rounding envelope measured here)',
         1: 'a run diverged (iteration and module named), or real runs of the config would '
            'not be reproducible (no seed, `deterministic=False`, an operation a real run '
            'stops at); with `--against`: the initial weights, data or numerics differ (sample '
-           'or module, and the recorded causes), or the initial weights, config or data '
+           'or module, and the recorded causes; numerics beyond rounding, or with '
+           '`--bitwise` at all), or the initial weights, config or data '
            'differ before training, or the baseline '
            'is reproduced only with a seed the config lacks or with `deterministic=False`',
         2: 'bad arguments, config or file, checked before training; or a training run failed '
@@ -33,11 +35,13 @@ EXIT_CODES: Dict[str, Dict[int, str]] = {
     },
     'repro_diff': {
         0: 'identical in everything compared (logged losses, traces, weights) and no setting '
-           'that can change training differs; settings that cannot (`num_workers`, '
+           'that can change training differs, or, without `--bitwise`, traces that differ '
+           'only within the rounding envelope measured here; settings that cannot (`num_workers`, '
            '`persistent_workers`, `prefetch_factor`, validation, logging, checkpoints, '
            "mmrepro's own hooks and those a check adds) are listed as information",
         1: 'the outcomes differ (the first iteration, the module and the recorded causes '
-           'named, each with what removes it); or nothing could be compared and settings '
+           'named, each with what removes it; where only the numbers differ, whether beyond '
+           'rounding); or nothing could be compared and settings '
            'that can change training differ',
         2: 'bad arguments, or a run record, trace, log or checkpoint missing or corrupted '
            '(file and problem named)',

@@ -271,10 +271,12 @@ def test_changed_lr_is_named_by_config_key(diff_runs, capsys):
 
 
 @pytest.mark.slow
-def test_thread_count_is_a_numeric_difference_within_rounding(diff_runs, capsys):
+def test_thread_count_is_a_numeric_difference_within_rounding(diff_runs, capsys, tmp_path):
     """An environment difference: the same samples, other rounding, and why."""
-    code, out, _ = _diff(capsys, diff_runs['base'], diff_runs['threads'])
+    png = tmp_path / 'threads.png'
+    code, out, _ = _diff(capsys, diff_runs['base'], diff_runs['threads'], '--plot', str(png))
     assert code == 0, out  # equivalent within rounding passes; --bitwise fails it
+    assert png.read_bytes()[:8] == PNG_SIGNATURE  # with the envelope's band and ratios
     assert re.search(r'\nverdict: the same samples in every traced iteration; the numbers '
                      r'differ from iteration 1; not bitwise, but equivalent within rounding '
                      r'\(distance \S+x the envelope at step [123]\)\n', out), out
@@ -283,7 +285,8 @@ def test_thread_count_is_a_numeric_difference_within_rounding(diff_runs, capsys)
         '(devices.torch_threads, env.OMP_NUM_THREADS)\n'
         '  bitwise equality expected: no, settings that change results differ\n'
         '  next: the intra-op thread count: pin the count in both configs: '
-        "randomness.threads=2 (A's count), or set OMP_NUM_THREADS=2 before training\n"), out
+        "randomness.threads=2 (A's count), or set OMP_NUM_THREADS=2 before training\n"
+        f'plot: {png}\n'), out
     code, out, _ = _diff(capsys, diff_runs['base'], diff_runs['threads'], '--bitwise',
                          '--no-envelope')
     assert code == 1, out

@@ -56,7 +56,9 @@ def test_repro_diffs_help_is_the_table_row(monkeypatch, capsys):
         ' '.join(epilog('repro_diff').split()))
     assert epilog('repro_diff').startswith(
         'exit status: 0 identical in everything compared (logged losses, traces, weights) and '
-        'no setting that can change training differs; settings that cannot (num_workers, ')
+        'no setting that can change training differs, or, without --bitwise, traces that '
+        'differ only within the rounding envelope measured here; settings that cannot '
+        '(num_workers, ')
 
 
 def test_repro_diffs_named_statuses_are_the_table_row():
