@@ -314,6 +314,8 @@ def _forward_line(forward: Sequence[Tuple[str, float]], envelope: Mapping[str, f
     if not spread:
         return []
     name, worst = max(spread, key=lambda item: item[1])
+    if worst == 0:
+        return ['  first iteration, forward outputs: all equal (the same computation)']
     return [f'  first iteration, forward outputs: at most {times(worst)} the envelope '
             f'({_module_text(name, modules)}; beyond {FORWARD_THRESHOLD:.0f}x the '
             'computation differs)']

@@ -136,6 +136,15 @@ def test_too_little_to_judge_says_why():
     assert judge_rounding(base, _run([1e-9]), base, [_line(2)]).equivalent is None
 
 
+def test_equal_forward_outputs_say_so():
+    forward = {'neck': 2.0}
+    result = judge_rounding([_line(1, forward=forward)], [_line(1, 1e-9, forward=forward)],
+                            [_line(1, forward=forward)],
+                            [_line(1, 1e-6, forward={'neck': 2.0 + 1e-6})])
+    assert result.table[-1] == ('  first iteration, forward outputs: all equal (the same '
+                                'computation)')
+
+
 @pytest.mark.parametrize('value,text', [(0.00092, '0.00092x'), (0.8, '0.8x'), (29.4, '29x'),
                                         (553.2, '553x'), (4025.9, '4e3x'), (2.5e12, '2e12x'),
                                         (math.inf, 'infinitely (the envelope is 0)')])
