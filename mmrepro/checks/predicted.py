@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ..data.global_stream import Layout, accumulative_counts
 from ..determinism.cpu import THREAD_ENV, environment
@@ -25,6 +25,9 @@ from ..run.enable import HOOK_NAMES
 from .baseline_fixes import key_fix, layout_fix
 from .diff_fixes import initial_fix
 from .diff_verdict import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings
+
+if TYPE_CHECKING:
+    from ..run.settings import RunSettings
 
 #: The kinds of obstacle, most decisive first; the first two block the check.
 KINDS = ('initial weights', 'config', 'data', 'code', 'library versions', 'CPU/GPU numerics',
@@ -129,17 +132,17 @@ def predicted_record(cfg: Any, world_size: int, dataset: Any,
             (:func:`mmrepro.resume.preflight.build_offline`), for the files it is
             initialised from (None: not predicted).
     """
-    from ..run.settings import validate_randomness
+    from ..run.settings import parse_randomness
     from .probe import probe
-    settings = validate_randomness(cfg.get('randomness'))
+    settings = parse_randomness(cfg.get('randomness'))
     if facts is None:
-        facts = probe(training_environment(world_size, settings['cpu_isa']))
+        facts = probe(training_environment(world_size, settings.cpu_isa))
     devices = dict(facts['devices'])
-    if settings['threads']:  # set when the Runner seeds
-        devices['torch_threads'] = int(settings['threads'])
+    if settings.threads:  # set when the Runner seeds
+        devices['torch_threads'] = int(settings.threads)
     numerics = dict(facts['numerics'], amp=amp_record(cfg.get('optim_wrapper')))
     record = dict(
-        seed=settings['seed'], randomness=settings, world_size=world_size,
+        seed=settings.seed, randomness=settings.to_dict(), world_size=world_size,
         versions=facts['versions'], devices=devices, env=facts['env'],
         torch_flags=seeded_flags(facts['torch_flags'], settings), numerics=numerics,
         config=flatten_config(cfg), code=dict(facts['code'], imports=import_digests(
@@ -151,16 +154,16 @@ def predicted_record(cfg: Any, world_size: int, dataset: Any,
     return record
 
 
-def seeded_flags(flags: Dict[str, Any], settings: Dict[str, Any]) -> Dict[str, Any]:
+def seeded_flags(flags: Dict[str, Any], settings: RunSettings) -> Dict[str, Any]:
     """PyTorch's numerics ``flags`` (a fresh process's) as a run with these settings
     sets them when it seeds (:func:`mmrepro.determinism.mode.set_deterministic`)."""
     flags = dict(flags)
-    if settings['deterministic']:
+    if settings.deterministic:
         flags.update(deterministic_algorithms=True,
-                     deterministic_warn_only=bool(settings['warn_only']),
+                     deterministic_warn_only=bool(settings.warn_only),
                      cudnn_deterministic=True, cudnn_benchmark=False)
-        if settings['fill_uninitialized_memory'] is not None:
-            flags['fill_uninitialized_memory'] = settings['fill_uninitialized_memory']
+        if settings.fill_uninitialized_memory is not None:
+            flags['fill_uninitialized_memory'] = settings.fill_uninitialized_memory
     return flags
 
 

@@ -113,7 +113,7 @@ class ReproducibilityHook(Hook):
         """Key the model's draws to this micro-batch; let the trace hook into the step."""
         state = find_state(runner)
         if state is not None and state.micro:
-            seed_step(step_key(state.settings['seed'], runner.iter, get_rank(), state.micro))
+            seed_step(step_key(state.settings.seed, runner.iter, get_rank(), state.micro))
         if self._tracer is not None:
             self._tracer.before_train_iter(runner, batch_idx, data_batch)
 

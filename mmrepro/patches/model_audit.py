@@ -26,10 +26,10 @@ def build_model(self: Runner, model: Any) -> Any:
         return model
     settings = state.settings
     log_pending(self)
-    if not settings['deterministic']:
+    if not settings.deterministic:
         return model
     from ..ops.op_audit import audit_model, format_audit
-    entries = audit_model(model, deterministic=True, strict=settings['strict'], replace=True)
+    entries = audit_model(model, deterministic=True, strict=settings.strict, replace=True)
     state.audit = entries
     remaining = any(e['action'] != 'replaced' for e in entries)
     self.logger.log(logging.WARNING if remaining else logging.INFO, format_audit(entries))

@@ -41,7 +41,7 @@ def build_dataloader(runner: Optional[Runner], dataloader: Any, seed: Optional[i
     settings = state.settings if state is not None else None
     if settings is None or isinstance(dataloader, DataLoader):
         return _original_build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
-    base_seed = settings['seed'] if seed is None or seed == runner.seed else seed
+    base_seed = settings.seed if seed is None or seed == runner.seed else seed
     loader = _original_build_dataloader(dataloader, seed=base_seed, diff_rank_seed=False)
     world_size = get_world_size()
     logger = runner.__dict__.get('logger', 'current')
@@ -51,16 +51,16 @@ def build_dataloader(runner: Optional[Runner], dataloader: Any, seed: Optional[i
     if train and isinstance(batch_size, int):
         micro = accumulative_counts(runner.optim_wrapper)
         layout = Layout(batch_size, get_rank(), world_size, micro)
-        check_global_batch(settings['global_batch'], layout)
-        if settings['global_stream'] and settings['sample_seeding']:
+        check_global_batch(settings.global_batch, layout)
+        if settings.global_stream and settings.sample_seeding:
             global_batches = _global_batches(dataloader, loader, base_seed, layout, logger)
         state.layout = layout
     loader = make_reproducible(loader, base_seed, get_rank(), world_size,
-                               diff_rank_seed=settings['diff_rank_seed'],
-                               sample_seeding=settings['sample_seeding'],
-                               keyed_cache=settings['keyed_cache'], logger=logger,
+                               diff_rank_seed=settings.diff_rank_seed,
+                               sample_seeding=settings.sample_seeding,
+                               keyed_cache=settings.keyed_cache, logger=logger,
                                global_batches=global_batches, layout=state.layout,
-                               strict=settings['strict'])
+                               strict=settings.strict)
     if train:
         state.pipeline_generators = [g.as_dict() for g in owned_generators(loader.dataset)]
         sampler = loader.batch_sampler

@@ -1,6 +1,7 @@
 """Route ``Runner.set_randomness`` through mmrepro's seeding core."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from typing import Any, Dict, Optional
@@ -14,7 +15,7 @@ from ..resume.checkpoint_io import peek
 from ..resume.section import check_section
 from ..rng.seeding import init_random_seed, set_random_seed
 from ..run.enable import enabled_by_config
-from ..run.settings import validate_randomness
+from ..run.settings import parse_randomness
 from ..run.state import ResumeSource, log_pending, run_state
 from .runner_init import requested_config
 
@@ -61,44 +62,44 @@ def set_randomness(self: Runner, seed: Optional[int] = None, **kwargs: Any) -> N
     first_call = not state.enabled
     if first_call and not enabled_by_config(requested_config(self)):
         return _original_set_randomness(self, seed=seed, **kwargs)
-    settings = validate_randomness(dict(kwargs, seed=seed))
-    cpu.check_process(settings['cpu_isa'])  # before anything is built or written
+    settings = parse_randomness(dict(kwargs, seed=seed))
+    cpu.check_process(settings.cpu_isa)  # before anything is built or written
     if first_call:
         state.resume = _peek_resume_checkpoint(self)
     resume = state.resume
     source = 'config'
-    if settings['seed'] is not None and settings['seed'] == _seed_source.get('seed'):
+    if settings.seed is not None and settings.seed == _seed_source.get('seed'):
         source = _seed_source['source']  # --seed or --cfg-options (tools/train.py)
     if first_call and resume is not None and resume.seed is not None:
-        if settings['seed'] is not None and settings['seed'] != resume.seed:
+        if settings.seed is not None and settings.seed != resume.seed:
             state.note(logging.WARNING,
-                       f"mmrepro: randomness.seed={settings['seed']} differs from the seed "
+                       f'mmrepro: randomness.seed={settings.seed} differs from the seed '
                        f'{resume.seed} of the checkpoint being resumed ({resume.path}); '
                        'using the checkpoint\'s so the resumed run continues the original.')
-        settings['seed'] = resume.seed
+        settings = dataclasses.replace(settings, seed=resume.seed)
         source = f'checkpoint {resume.path}'
-    if settings['seed'] is None:
-        settings['seed'] = init_random_seed()
+    if settings.seed is None:
+        settings = dataclasses.replace(settings, seed=init_random_seed())
         source = 'drawn on rank 0 and broadcast; pass it back with --seed to rerun'
-    base_seed = settings['seed']
-    self._randomness_cfg = dict(settings)
+    base_seed = settings.seed
+    self._randomness_cfg = settings.to_dict()
     self.cfg['randomness'] = {**dict(self.cfg.get('randomness') or {}), 'seed': base_seed}
     os.environ.setdefault('PYTHONHASHSEED', str(base_seed))
-    self._deterministic = settings['deterministic']
+    self._deterministic = settings.deterministic
     self._seed = set_random_seed(
-        base_seed, deterministic=settings['deterministic'],
-        diff_rank_seed=settings['diff_rank_seed'], warn_only=settings['warn_only'],
-        fill_uninitialized_memory=settings['fill_uninitialized_memory'])
-    if settings['threads'] is not None:  # CPU rounding depends on the thread count
-        torch.set_num_threads(int(settings['threads']))
+        base_seed, deterministic=settings.deterministic,
+        diff_rank_seed=settings.diff_rank_seed, warn_only=settings.warn_only,
+        fill_uninitialized_memory=settings.fill_uninitialized_memory)
+    if settings.threads is not None:  # CPU rounding depends on the thread count
+        torch.set_num_threads(int(settings.threads))
     state.settings = settings
     if first_call:
-        threads = ''.join(f', {key}={settings[key]}' for key in ('threads', 'cpu_isa')
-                          if settings[key] is not None)
+        threads = ''.join(f', {key}={value}' for key, value in (
+            ('threads', settings.threads), ('cpu_isa', settings.cpu_isa)) if value is not None)
         state.note(logging.INFO, f'mmrepro: seed {base_seed} ({source}); deterministic='
-                   f"{settings['deterministic']}, diff_rank_seed="
-                   f"{settings['diff_rank_seed']}, sample_seeding="
-                   f"{settings['sample_seeding']}{threads}")
+                   f'{settings.deterministic}, diff_rank_seed='
+                   f'{settings.diff_rank_seed}, sample_seeding='
+                   f'{settings.sample_seeding}{threads}')
     log_pending(self)
 
 

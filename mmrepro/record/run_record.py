@@ -197,7 +197,8 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, An
     from ..rng.seeding import get_world_size
     from ..run.state import find_state
     state = find_state(runner)
-    settings = dict((state.settings if state is not None else None) or {})
+    settings = state.settings if state is not None else None
+    seed, randomness = (settings.seed, settings.to_dict()) if settings is not None else (None, {})
     backend = (torch.distributed.get_backend()
                if torch.distributed.is_available() and torch.distributed.is_initialized()
                else None)
@@ -207,7 +208,7 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, An
     record = dict(
         record_version=RECORD_VERSION, timestamp=getattr(runner, 'timestamp', None),
         work_dir=getattr(runner, 'work_dir', None),
-        seed=settings.get('seed'), randomness=settings, world_size=get_world_size(),
+        seed=seed, randomness=randomness, world_size=get_world_size(),
         backend=backend, launcher=runner.launcher, **facts,
         config_sha256=config_hash(runner.cfg.pretty_text),
         config=flatten_config(runner.cfg),

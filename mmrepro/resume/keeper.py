@@ -71,7 +71,7 @@ class ResumeKeeper:
             rng = [rng[0]] * world_size
         loop = 'iter' if isinstance(runner.train_loop, IterBasedTrainLoop) else 'epoch'
         checkpoint['mmrepro'] = build_section(
-            settings['seed'], settings, world_size, _batch_size(runner), loop,
+            settings.seed, settings.to_dict(), world_size, _batch_size(runner), loop,
             self.position, rng, PreprocessorState(runner.model).state_dict())
 
     def _gather_if_due(self, runner: Any, by_epoch: bool) -> None:

@@ -41,7 +41,8 @@ def build_section(seed: int, settings: Dict[str, Any], world_size: int,
 
     Args:
         seed: The run's seed (before any rank offset).
-        settings: The validated ``randomness`` settings.
+        settings: The validated ``randomness`` settings as a plain dict
+            (:meth:`mmrepro.run.settings.RunSettings.to_dict`).
         world_size: Number of ranks that trained.
         batch_size: Per-rank batch size of the train loader.
         loop: ``'epoch'`` or ``'iter'``.

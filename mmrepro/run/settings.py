@@ -1,11 +1,14 @@
 """The ``randomness`` settings: their keys, defaults and validation.
 
-:func:`validate_randomness` checks a config's ``randomness`` dict and fills in the
-defaults; the Runner patch (:mod:`mmrepro.patches.runner_randomness`) keeps the result
-on the run's :class:`~mmrepro.run.state.RunState`.
+:func:`parse_randomness` checks a config's ``randomness`` dict and fills in the
+defaults, as a :class:`RunSettings`; the Runner patch
+(:mod:`mmrepro.patches.runner_randomness`) keeps the result on the run's
+:class:`~mmrepro.run.state.RunState`. :func:`validate_randomness` returns the same as a
+plain dict.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
@@ -16,21 +19,58 @@ from ..determinism.cpu import check_cpu_isa
 MAX_SEED = 2**32 - 1
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """A run's validated ``randomness`` settings (see docs/configuration.md).
+
+    Built by :func:`parse_randomness`; :meth:`to_dict` gives the plain dict that run
+    records, checkpoints and logs hold. Change a copy with :func:`dataclasses.replace`.
+
+    Attributes:
+        seed: An int in ``[0, 2**32 - 1]``; None: drawn once on rank 0 and broadcast.
+        deterministic: cuDNN deterministic, benchmark off,
+            ``torch.use_deterministic_algorithms(True)`` and deterministic cuBLAS.
+        diff_rank_seed: Each rank gets ``seed + rank`` for its global RNGs and its own
+            augmentation stream; the sampler order stays shared.
+        sample_seeding: Per-sample seeding of the data pipeline; False keeps MMEngine's
+            worker seeding.
+        keyed_cache: ``CachedMosaic``/``CachedMixUp`` draw partners by key from the
+            previous samples of the stream; False keeps MMDetection's per-worker caches.
+        global_stream: One batch stream for every layout, each rank training on its
+            slices; False: MMEngine's per-rank batching.
+        global_batch: Samples per optimizer step over all ranks that the layout must
+            give; None accepts any layout.
+        warn_only: With ``deterministic``: PyTorch warns instead of raising on an op
+            without a deterministic implementation.
+        strict: Raise, instead of warning, on what mmrepro cannot make exact.
+        fill_uninitialized_memory: With ``deterministic``:
+            ``torch.utils.deterministic.fill_uninitialized_memory``; None keeps
+            PyTorch's default.
+        threads: PyTorch's intra-op threads per process; None keeps PyTorch's default.
+        cpu_isa: A portable CPU mode (``'avx2'``, ``'avx512'`` or ``'default'``); None
+            lets each CPU choose.
+    """
+
+    seed: Optional[int] = None
+    deterministic: bool = False
+    diff_rank_seed: bool = False
+    sample_seeding: bool = True
+    keyed_cache: bool = True
+    global_stream: bool = True
+    global_batch: Optional[int] = None
+    warn_only: bool = False
+    strict: bool = False
+    fill_uninitialized_memory: Optional[bool] = None
+    threads: Optional[int] = None
+    cpu_isa: Optional[str] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The settings as a plain dict, in the key order of :data:`RANDOMNESS_DEFAULTS`."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 #: Accepted keys of the ``randomness`` config dict, with their defaults.
-RANDOMNESS_DEFAULTS: Dict[str, Any] = dict(
-    seed=None,
-    deterministic=False,
-    diff_rank_seed=False,
-    sample_seeding=True,
-    keyed_cache=True,
-    global_stream=True,
-    global_batch=None,
-    warn_only=False,
-    strict=False,
-    fill_uninitialized_memory=None,
-    threads=None,
-    cpu_isa=None,
-)
+RANDOMNESS_DEFAULTS: Dict[str, Any] = RunSettings().to_dict()
 
 
 _BOOL_KEYS = ('deterministic', 'diff_rank_seed', 'sample_seeding', 'keyed_cache',
@@ -74,13 +114,30 @@ def check_flag(value: Any, key: str) -> bool:
 
 
 def validate_randomness(randomness: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """Validate a ``randomness`` config dict and fill in the defaults, as a plain dict.
+
+    Args:
+        randomness: The ``randomness`` dict of a config (``None`` means empty).
+
+    Returns:
+        dict: A new dict with every key of :data:`RANDOMNESS_DEFAULTS`
+        (:meth:`RunSettings.to_dict` of :func:`parse_randomness`'s result).
+
+    Raises:
+        TypeError: ``randomness`` is not a dict, or a value has the wrong type.
+        ValueError: an unknown key, or a seed out of range.
+    """
+    return parse_randomness(randomness).to_dict()
+
+
+def parse_randomness(randomness: Optional[Mapping[str, Any]]) -> RunSettings:
     """Validate a ``randomness`` config dict and fill in the defaults.
 
     Args:
         randomness: The ``randomness`` dict of a config (``None`` means empty).
 
     Returns:
-        dict: A new dict with every key of :data:`RANDOMNESS_DEFAULTS`.
+        RunSettings: Every key of :data:`RANDOMNESS_DEFAULTS`, validated.
 
     Raises:
         TypeError: ``randomness`` is not a dict, or a value has the wrong type.
@@ -114,7 +171,7 @@ def validate_randomness(randomness: Optional[Mapping[str, Any]]) -> Dict[str, An
                    'samples per optimizer step over all ranks',
                    'Set e.g. `randomness=dict(global_batch=16)`, or remove the key to '
                    'accept any layout.')
-    return out
+    return RunSettings(**out)
 
 
 def check_threads(value: Any, key: str = 'randomness.threads') -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..data.global_stream import Layout
+from .settings import RunSettings
 
 #: The one Runner attribute mmrepro sets (in the instance's ``__dict__``).
 STATE_ATTR = '_mmrepro'
@@ -69,7 +70,7 @@ class RunState:
     """
 
     init_args: Dict[str, Any] = field(default_factory=dict)
-    settings: Optional[Dict[str, Any]] = None
+    settings: Optional[RunSettings] = None
     messages: List[Tuple[int, str]] = field(default_factory=list)
     resume: Optional[ResumeSource] = None
     layout: Optional[Layout] = None
@@ -123,7 +124,7 @@ def enabled(runner: Any) -> bool:
     return state is not None and state.enabled
 
 
-def settings_of(runner: Any) -> Optional[Dict[str, Any]]:
+def settings_of(runner: Any) -> Optional[RunSettings]:
     """The Runner's validated ``randomness`` settings, or None where mmrepro does not act."""
     state = find_state(runner)
     return state.settings if state is not None else None

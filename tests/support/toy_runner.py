@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import types
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import torch
 from mmengine.model import BaseModel
 from torch import nn
+
+if TYPE_CHECKING:
+    from mmrepro.run.settings import RunSettings
 
 
 class NoisyData:
@@ -60,7 +63,7 @@ def runner_kwargs(work_dir: Any, hooks: Optional[List[dict]], **extra: Any) -> D
         default_scope='mmengine', experiment_name=uuid.uuid4().hex), **extra}
 
 
-def fake_runner(settings: Optional[Dict[str, Any]] = None, **attrs: Any) -> Any:
+def fake_runner(settings: Optional[RunSettings] = None, **attrs: Any) -> Any:
     """A stand-in for a Runner holding only ``attrs``.
 
     With ``settings`` (the validated ``randomness``, as ``Runner.set_randomness`` keeps
@@ -74,7 +77,7 @@ def fake_runner(settings: Optional[Dict[str, Any]] = None, **attrs: Any) -> Any:
 
 
 def recording_runner(cfg: Any, work_dir: Any, log_dir: Any, dataset: Any,
-                     settings: Dict[str, Any]) -> Any:
+                     settings: RunSettings) -> Any:
     """The stand-in a run record is collected from: its config, launcher ``none``, a
     fixed timestamp, its directories and its train dataset; enabled with ``settings``."""
     return fake_runner(settings, cfg=cfg, launcher='none', timestamp='20260101_000000',

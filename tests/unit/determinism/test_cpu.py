@@ -8,7 +8,7 @@ import torch
 from support.repro_utils import REPO, pythonpath
 
 from mmrepro.determinism import cpu
-from mmrepro.run.settings import validate_randomness
+from mmrepro.run.settings import parse_randomness
 
 #: Ops whose rounding follows the kernel set (PyTorch's log_softmax, MKL's matrix
 #: product, oneDNN's convolution), one thread; and the kernel set.
@@ -31,12 +31,12 @@ AVX2_CPU = cpu.capability() in ('AVX2', 'AVX512')
 
 def test_bad_value_is_an_error_naming_the_choices():
     with pytest.raises(ValueError) as info:
-        validate_randomness(dict(cpu_isa='AVX-2'))
+        parse_randomness(dict(cpu_isa='AVX-2'))
     assert str(info.value) == (
         "randomness.cpu_isa must be one of ['avx2', 'avx512', 'default'] (the CPU kernel set "
         "every machine uses), got 'AVX-2'. Pick one that every machine of the team has, e.g. "
         "`randomness=dict(cpu_isa='avx2')`, or remove the key to let each CPU choose.")
-    assert validate_randomness({})['cpu_isa'] is None
+    assert parse_randomness({}).cpu_isa is None
 
 
 def test_a_process_started_without_the_environment_is_refused(monkeypatch):

@@ -45,7 +45,7 @@ def test_deterministic_mode_replaces_roi_align_and_logs_the_audit(tmp_path):
 
 def test_without_deterministic_mode_nothing_is_audited(tmp_path):
     runner = _runner(tmp_path, [HOOK])
-    assert run_state(runner).settings['deterministic'] is False
+    assert run_state(runner).settings.deterministic is False
     assert type(runner.model.roi) is mmcv_ops.RoIAlign and run_state(runner).audit == []
     assert 'mmcv op audit' not in open(runner.logger.log_file).read()
 

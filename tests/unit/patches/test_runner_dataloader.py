@@ -12,7 +12,7 @@ from support.toy_runner import fake_runner, runner_kwargs
 
 import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
 from mmrepro.resume.checkpoint_io import safe_load
-from mmrepro.run.settings import validate_randomness
+from mmrepro.run.settings import parse_randomness
 
 #: Epoch checkpoints and one at iteration 10 (batch 2 of the second 8-batch epoch).
 HOOKS = [dict(type='ReproducibilityHook'),
@@ -72,7 +72,7 @@ def test_a_malformed_section_is_refused_before_the_loader_is_positioned(tmp_path
 
 def _runner_like(seed: int = 7):
     # As set_randomness stores them: every key, defaults filled in.
-    return fake_runner(validate_randomness(dict(seed=seed)), seed=seed,
+    return fake_runner(parse_randomness(dict(seed=seed)), seed=seed,
                        _train_dataloader=None, logger='current')
 
 

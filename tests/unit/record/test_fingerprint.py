@@ -13,6 +13,7 @@ from mmrepro.cli.repro_diff import main as repro_diff
 from mmrepro.demo import SEG_CLASSES
 from mmrepro.record.fingerprint import check_mode, data_fingerprint
 from mmrepro.record.run_record import collect_run_record, write_run_record
+from mmrepro.run.settings import RunSettings
 
 mmseg = pytest.importorskip('mmseg', reason='mmsegmentation is not installed '
                             '(tools/setup_env.sh installs it)')
@@ -77,7 +78,7 @@ def _record(tmp_path, name, dataset):
     log_dir = tmp_path / name / '20260101_000000'
     log_dir.mkdir(parents=True)
     runner = recording_runner(Config(dict(model=dict(type='EncoderDecoder'))), tmp_path / name,
-                              log_dir, dataset, dict(seed=0, deterministic=True))
+                              log_dir, dataset, RunSettings(seed=0, deterministic=True))
     record = collect_run_record(runner)
     write_run_record(runner, record)
     return record

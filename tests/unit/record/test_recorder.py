@@ -13,6 +13,7 @@ from mmrepro.record.fingerprint import file_sha256
 from mmrepro.record.recorder import RunRecorder
 from mmrepro.record.weights import META_KEY, weights_digest
 from mmrepro.resume.checkpoint_io import safe_load
+from mmrepro.run.settings import RunSettings
 
 
 def _record(runner):
@@ -57,7 +58,7 @@ def test_without_a_checkpoint_at_the_end_the_model_is_digested(tmp_path):
 
 def test_a_recorder_that_did_not_start_writes_nothing(tmp_path):
     recorder = RunRecorder('labels')
-    runner = recording_runner(None, tmp_path, tmp_path, None, dict(seed=0))
+    runner = recording_runner(None, tmp_path, tmp_path, None, RunSettings(seed=0))
     checkpoint = dict(meta={}, state_dict={})
     recorder.saving(runner, checkpoint)
     recorder.finish(runner)

@@ -19,6 +19,7 @@ from mmrepro.record.run_record import (
     load_run_record,
     write_run_record,
 )
+from mmrepro.run.settings import RunSettings
 
 
 class _Dataset:
@@ -50,7 +51,7 @@ def _runner(tmp_path, dataset, **cfg):
                                          dict(type='RandomFlip', prob=0.5)],
                          img_scale=(1333, 800), **cfg))
     return recording_runner(config, tmp_path, tmp_path, dataset,
-                            dict(seed=3, deterministic=True))
+                            RunSettings(seed=3, deterministic=True))
 
 
 def test_record_has_every_section(tmp_path, monkeypatch):

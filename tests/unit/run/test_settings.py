@@ -1,9 +1,19 @@
 """mmrepro.run.settings: the ``randomness`` keys, their defaults and their messages."""
+import dataclasses
+import json
+
 import pytest
 import torch
 
 from mmrepro.rng.seeding import set_random_seed
-from mmrepro.run.settings import check_seed, has_fill_uninitialized_memory, validate_randomness
+from mmrepro.run.settings import (
+    RANDOMNESS_DEFAULTS,
+    RunSettings,
+    check_seed,
+    has_fill_uninitialized_memory,
+    parse_randomness,
+    validate_randomness,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -66,9 +76,9 @@ def test_an_out_of_range_seed_gets_a_seed_in_range_suggested(seed, suggested):
 
 
 def test_defaults_filled():
-    out = validate_randomness(dict(seed=3))
-    assert out['seed'] == 3 and out['deterministic'] is False
-    assert out['sample_seeding'] is True and out['keyed_cache'] is True
+    out = parse_randomness(dict(seed=3))
+    assert out.seed == 3 and out.deterministic is False
+    assert out.sample_seeding is True and out.keyed_cache is True
 
 
 def test_fill_uninitialized_memory_switch():
@@ -114,5 +124,29 @@ def test_bad_global_batch_messages(value, exc):
 
 
 def test_threads_default_to_pytorchs_own():
-    assert validate_randomness({})['threads'] is None
-    assert validate_randomness(dict(threads=3))['threads'] == 3
+    assert parse_randomness({}).threads is None
+    assert parse_randomness(dict(threads=3)).threads == 3
+
+
+def test_run_settings_are_frozen():
+    settings = RunSettings(seed=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.seed = 2
+    assert dataclasses.replace(settings, seed=2).seed == 2 and settings.seed == 1
+
+
+def test_run_settings_fields_are_the_randomness_keys_with_their_defaults():
+    fields = dataclasses.fields(RunSettings)
+    assert [f.name for f in fields] == list(RANDOMNESS_DEFAULTS)
+    assert {f.name: f.default for f in fields} == RANDOMNESS_DEFAULTS
+    assert RunSettings().to_dict() == RANDOMNESS_DEFAULTS
+
+
+def test_to_dict_round_trips_in_the_order_of_the_defaults():
+    settings = parse_randomness(dict(threads=2, seed=5, deterministic=True))
+    out = settings.to_dict()
+    assert list(out) == list(RANDOMNESS_DEFAULTS)
+    assert RunSettings(**out) == settings
+    assert out == dict(RANDOMNESS_DEFAULTS, seed=5, deterministic=True, threads=2)
+    assert validate_randomness(dict(threads=2, seed=5, deterministic=True)) == out
+    assert json.dumps(validate_randomness({})) == json.dumps(RANDOMNESS_DEFAULTS)

@@ -8,6 +8,7 @@ from support.toy_runner import fake_runner, runner_kwargs
 
 import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
 from mmrepro.data.global_stream import Layout
+from mmrepro.run.settings import RunSettings
 from mmrepro.run.state import (
     STATE_ATTR,
     RunState,
@@ -29,9 +30,9 @@ def test_run_state_is_created_once_in_the_instance_dict():
 
 
 def test_settings_enable_it():
-    runner = fake_runner(dict(seed=1, deterministic=False))
+    runner = fake_runner(RunSettings(seed=1, deterministic=False))
     assert enabled(runner) and run_state(runner).enabled
-    assert settings_of(runner) == dict(seed=1, deterministic=False)
+    assert settings_of(runner) == RunSettings(seed=1, deterministic=False)
     run_state(runner).settings = None
     assert not enabled(runner) and settings_of(runner) is None
 
@@ -77,8 +78,8 @@ def test_a_runner_fills_its_state_as_it_sets_up(tmp_path):
     runner = Runner(**runner_kwargs(tmp_path / 'on', hooks))
     state = find_state(runner)
     assert state.init_args['custom_hooks'] == hooks
-    assert enabled(runner) and state.settings['seed'] == 3
-    assert state.settings['deterministic'] is True and state.settings['global_stream'] is True
+    assert enabled(runner) and state.settings.seed == 3
+    assert state.settings.deterministic is True and state.settings.global_stream is True
     assert state.layout is None  # the train loader is not built yet
     runner.train()
     assert state.layout == Layout(4, 0, 1, 1) and state.global_stream and state.micro == 1
