@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Tuple
 
-from ..data.global_stream import Layout
+from ..run.layout import Layout
 from . import runs
 from .runs import Run, progress, train
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..data.global_stream import Layout
+from ..run.layout import Layout
 from .diff_fixes import (
     FLAG_SETTINGS,
     NOT_PIP,

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ..data.global_stream import Layout, accumulative_counts
+from ..data.global_stream import accumulative_counts
 from ..determinism.cpu import THREAD_ENV, environment
 from ..record.code_digest import import_digests
 from ..record.decoding import decoding_record
@@ -22,6 +22,7 @@ from ..record.initial_weights import changed_files, initial_files
 from ..record.numerics import amp_record
 from ..record.run_record import diff_records, flatten_config
 from ..run.enable import HOOK_NAMES
+from ..run.layout import Layout
 from .baseline_fixes import key_fix, layout_fix
 from .diff_fixes import initial_fix
 from .diff_verdict import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings

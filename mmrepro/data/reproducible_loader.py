@@ -57,7 +57,7 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
         logger: Where warnings go (the Runner's own logger; ``print_log``'s
             ``logger``). Defaults to ``'current'``.
         global_batches: The global stream's batch sampler. Defaults to None.
-        layout: This process's :class:`~mmrepro.data.global_stream.Layout`, with
+        layout: This process's :class:`~mmrepro.run.layout.Layout`, with
             ``global_batches``.
         strict: Refuse a pipeline that owns a generator mmrepro cannot key.
             Defaults to False.

@@ -10,7 +10,8 @@ from mmengine.logging import print_log
 
 from ..rng.host_state import IsolatedHostRNGs
 from ..rng.keys import SAMPLER, sample_key
-from .global_stream import Layout, micro_batches
+from ..run.layout import Layout
+from .global_stream import micro_batches
 from .sampler_isolation import needs_isolation
 from .seeded_index import SeededIndex
 

@@ -17,7 +17,8 @@ from typing import Any, Mapping, Optional
 from mmengine.runner import Runner
 from torch.utils.data import DataLoader
 
-from ..data.global_stream import Layout, accumulative_counts
+from ..data.global_stream import accumulative_counts
+from ..run.layout import Layout
 from ..run.state import enabled, find_state
 
 _original_scale_lr = Runner.scale_lr

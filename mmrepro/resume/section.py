@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from ..data.global_stream import Layout, describe, global_batch_fix
+from ..data.global_stream import describe, global_batch_fix
 from ..data.seeded_batch_sampler import check_position, rank_position
 from ..rng.host_state import check_rng_state
+from ..run.layout import Layout
 from .checkpoint_io import CheckpointLoadError
 
 #: Version of the section's layout; bumped when it changes incompatibly.

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from ..data.global_stream import step_and_slice
+from ..run.layout import step_and_slice
 from .host_state import seed_host_rngs
 from .keys import MODEL, derive_seed
 

@@ -302,7 +302,8 @@ def check_training_config(cfg: Any, world_size: Optional[int]) -> None:
             layout trains another number of samples per optimizer step
             (:func:`mmrepro.data.global_stream.check_global_batch`'s message).
     """
-    from ..data.global_stream import Layout, accumulative_counts, check_global_batch
+    from ..data.global_stream import accumulative_counts, check_global_batch
+    from .layout import Layout
     from .settings import validate_randomness
     try:
         validate_randomness(cfg.get('randomness'))

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..data.global_stream import Layout
+from .layout import Layout
 from .settings import RunSettings
 
 #: The one Runner attribute mmrepro sets (in the instance's ``__dict__``).

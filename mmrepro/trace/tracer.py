@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from torch import Tensor, nn
 from torch.autograd import Variable
 
-from ..data.global_stream import step_and_slice
+from ..run.layout import step_and_slice
 from ..run.state import find_state
 from .batching import _Batch, _batch, _DigestCache, _Pending, _pending, _resolve, digest
 from .digests import to_hex

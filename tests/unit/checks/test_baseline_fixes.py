@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mmrepro.checks.baseline_fixes import key_fix, layout_fix, option
-from mmrepro.data.global_stream import Layout
 from mmrepro.record.run_record import MISSING
+from mmrepro.run.layout import Layout
 
 
 @pytest.mark.parametrize('key, value, fix', [

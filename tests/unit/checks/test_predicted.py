@@ -15,8 +15,8 @@ from mmrepro.checks.predicted import (
     rank_averaging_module,
     training_environment,
 )
-from mmrepro.data.global_stream import Layout
 from mmrepro.determinism.cpu import CPU_ISA_ENV
+from mmrepro.run.layout import Layout
 
 
 def _record(**changes):

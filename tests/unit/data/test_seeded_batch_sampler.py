@@ -4,9 +4,9 @@ import torch
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
 from mmrepro.data import SeededBatchSampler
-from mmrepro.data.global_stream import Layout
 from mmrepro.data.seeded_batch_sampler import check_position, rank_position
 from mmrepro.rng.keys import sample_key
+from mmrepro.run.layout import Layout
 
 SEED = 5
 

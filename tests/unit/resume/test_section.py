@@ -8,7 +8,6 @@ from support.repro_utils import state_digest
 from support.toy_runner import runner_kwargs
 
 import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
-from mmrepro.data.global_stream import Layout
 from mmrepro.data.seeded_batch_sampler import rank_position
 from mmrepro.resume.checkpoint_io import CheckpointLoadError, safe_load
 from mmrepro.resume.section import (
@@ -23,6 +22,7 @@ from mmrepro.resume.section import (
     plan_resume,
 )
 from mmrepro.rng.host_state import ProcessRNGs
+from mmrepro.run.layout import Layout
 
 HOOKS = [dict(type='ReproducibilityHook'),
          dict(type='CheckpointHook', by_epoch=False, interval=10, save_last=False)]

@@ -7,7 +7,7 @@ from mmengine.runner import Runner
 from support.toy_runner import fake_runner, runner_kwargs
 
 import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
-from mmrepro.data.global_stream import Layout
+from mmrepro.run.layout import Layout
 from mmrepro.run.settings import RunSettings
 from mmrepro.run.state import (
     STATE_ATTR,
