@@ -123,7 +123,8 @@ def child_config(cfg: Any, config: str, iters: int, ckpt_interval: int) -> str:
         randomness['warn_only'] = True
     return runs.child_config(
         cfg, config, 'check_repro', f'stopped after {iters} iterations, without '
-        'validation, traced at every iteration.', dict(trace_interval=1, trace_forward=True),
+        'validation, traced at every iteration.',
+        dict(trace_interval=1, trace_forward=True, trace_sketches=False),
         iters, ckpt_interval, randomness)
 
 

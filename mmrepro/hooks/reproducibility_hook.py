@@ -52,6 +52,10 @@ class ReproducibilityHook(Hook):
             the first step and after every step (:mod:`mmrepro.trace.nudge`): the run
             that measures the rounding envelope, which the checks train. Defaults to
             False.
+        trace_sketches: Sketch the first 32 traced steps and the first iteration's
+            module outputs (:mod:`mmrepro.trace.sketch`), what the rounding envelope
+            compares. Defaults to True; ``mmrepro-check CONFIG`` turns it off for its
+            runs, which it compares bit for bit.
 
     Its priority (85) places it after the logger and scheduler hooks and before
     ``CheckpointHook`` (VERY_LOW, 90), so the states it captures are those of the
@@ -69,7 +73,8 @@ class ReproducibilityHook(Hook):
     priority = 85
 
     def __init__(self, trace_interval: int = 50, trace_forward: bool = False,
-                 fingerprint: str = 'labels', nudge_weights: bool = False) -> None:
+                 fingerprint: str = 'labels', nudge_weights: bool = False,
+                 trace_sketches: bool = True) -> None:
         if isinstance(trace_interval, bool) or not isinstance(trace_interval, int) or \
                 trace_interval < 0:
             raise ValueError(
@@ -79,12 +84,15 @@ class ReproducibilityHook(Hook):
         if not isinstance(trace_forward, bool):
             raise TypeError(f'ReproducibilityHook(trace_forward={trace_forward!r}): '
                             'expected True or False.')
-        if not isinstance(nudge_weights, bool):
-            raise TypeError(f'ReproducibilityHook(nudge_weights={nudge_weights!r}): '
-                            'expected True or False.')
+        for name, value in (('nudge_weights', nudge_weights),
+                            ('trace_sketches', trace_sketches)):
+            if not isinstance(value, bool):
+                raise TypeError(f'ReproducibilityHook({name}={value!r}): expected True or '
+                                'False.')
         self.trace_interval = trace_interval
         self.trace_forward = trace_forward
         self.nudge_weights = nudge_weights
+        self.trace_sketches = trace_sketches
         self.fingerprint = check_mode(fingerprint)
         self._tracer: Any = None
         self._recorder = RunRecorder(self.fingerprint)
@@ -96,7 +104,8 @@ class ReproducibilityHook(Hook):
         self._recorder.start(runner)
         if self.trace_interval:
             from ..trace import Tracer
-            self._tracer = Tracer(runner, self.trace_interval, forward=self.trace_forward)
+            self._tracer = Tracer(runner, self.trace_interval, forward=self.trace_forward,
+                                  sketches=self.trace_sketches)
 
     def before_train(self, runner) -> None:
         """Restore RNG state and position the data right before the first new iteration;

@@ -53,11 +53,13 @@ class StepRecorder:
             its optimizers; removed by :meth:`close`).
         rank: This process's rank.
         world_size: Number of ranks.
+        sketches: Sketch the first :data:`SKETCHED_STEPS` steps (False: none).
     """
 
     def __init__(self, model: nn.Module, optim_wrapper: Any, rank: int,
-                 world_size: int) -> None:
+                 world_size: int, sketches: bool = True) -> None:
         self.model = model
+        self.sketched_steps = SKETCHED_STEPS if sketches else 0
         self.rank, self.world_size = rank, world_size
         self._data: List[Tuple[int, Dict[str, str]]] = []
         self._losses: List[Tuple[int, Dict[str, str]]] = []
@@ -71,7 +73,7 @@ class StepRecorder:
         """A traced micro-batch of the 1-based optimizer ``step`` starts: the optimizer
         step ending it is read."""
         self._active = True
-        self._sketch = step <= SKETCHED_STEPS
+        self._sketch = step <= self.sketched_steps
 
     def add(self, place: int, data: Dict[str, str], losses: Dict[str, str]) -> None:
         """Keep one traced micro-batch's sample digests and losses (its slice ``place``)."""
@@ -90,7 +92,7 @@ class StepRecorder:
                   for place, values in sorted(pair[1]) for name, value in values.items()}
         fields: Dict[str, Any] = {STEP: step, 'step_data': data,
                                   'step_losses': dict(sorted(losses.items()))}
-        if step <= SKETCHED_STEPS:
+        if step <= self.sketched_steps:
             weights = {name: sketch(param) for name, param in self.model.named_parameters()
                        if param.is_floating_point()}
             fields['sketch'] = dict(grad=read_back(self._grad_sketches),

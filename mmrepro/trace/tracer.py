@@ -66,10 +66,14 @@ class Tracer:
             whose output differs (``tools/check_repro.py`` turns it on). Off by
             default: it reads every activation and adds a Python call per module call,
             which more than doubles the trace's cost (``benchmarks/results/trace_cpu.md``).
+        sketches: Sketch the first steps' gradients and weights and the first
+            iteration's module outputs, for the rounding envelope
+            (:mod:`~mmrepro.trace.sketch`). On by default; a check that compares its own
+            runs bit for bit turns it off.
     """
 
     def __init__(self, runner: Any, interval: int, filename: str = TRACE_NAME,
-                 forward: bool = False) -> None:
+                 forward: bool = False, sketches: bool = True) -> None:
         from mmengine.dist import get_dist_info
         from mmengine.model import is_model_wrapper
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
@@ -94,8 +98,9 @@ class Tracer:
         layout = state.layout if state is not None else None
         #: Micro-batches per optimizer step (``accumulative_counts``).
         self.micro = layout.micro if layout is not None else 1
+        self.sketches = sketches
         self._steps = StepRecorder(model, getattr(runner, 'optim_wrapper', None), rank,
-                                   world_size)
+                                   world_size, sketches)
         if rank:
             filename = f'{osp.splitext(filename)[0]}_rank{rank}.jsonl'
         self.path = osp.join(runner.log_dir, filename)
@@ -141,7 +146,8 @@ class Tracer:
             self._data = global_slots(all_gather_object((place, self._data)))
         for name, module in self._modules if self.forward else ():
             self._handles.append(module.register_forward_hook(partial(self._on_forward, name)))
-        for name, module in self._modules if runner.iter == 0 and not self._rank else ():
+        first = runner.iter == 0 and not self._rank and self.sketches
+        for name, module in self._modules if first else ():
             self._handles.append(module.register_forward_hook(partial(self._on_sketch, name)))
         trainable = tuple(p.requires_grad for _, p in self._named('_parameters'))
         if trainable != self._trainable:  # the first traced iteration, or (un)freezing

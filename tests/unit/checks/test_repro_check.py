@@ -14,7 +14,8 @@ def test_child_config_traces_stops_and_keeps_the_users_hooks(tmp_path):
     child.write_text(child_config(cfg, str(base), 6, 3))
     loaded = Config.fromfile(str(child), import_custom_modules=False)
     assert loaded.custom_hooks == [
-        dict(type='ReproducibilityHook', trace_interval=1, trace_forward=True),
+        dict(type='ReproducibilityHook', trace_interval=1, trace_forward=True,
+             trace_sketches=False),  # compared bit for bit: no envelope, no sketches
         dict(type='EMAHook', momentum=0.001),
         dict(type='CheckReproStopHook', max_iters=6)]
     assert loaded.custom_imports.imports == ['mine', 'mmrepro']  # registers both hooks

@@ -41,7 +41,7 @@ class _Net(nn.Module):
 
 
 def _train(tmp_path, name, noise=False, interval=1, iters=4, seed=0, forward=True,
-           clip=False, grads_in_hook=False):
+           clip=False, grads_in_hook=False, sketches=True):
     torch.manual_seed(seed)
     model = _Net()
     model.noise = noise
@@ -49,7 +49,7 @@ def _train(tmp_path, name, noise=False, interval=1, iters=4, seed=0, forward=Tru
     log_dir = tmp_path / name
     log_dir.mkdir()
     runner = fake_runner(model=model, log_dir=str(log_dir), iter=0, epoch=0)
-    tracer = T.Tracer(runner, interval, forward=forward)
+    tracer = T.Tracer(runner, interval, forward=forward, sketches=sketches)
     tracer._grads_in_hook = grads_in_hook  # as for a model wrapper (DDP)
     data = torch.randn(iters, 2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
     hooks_seen = []
@@ -115,6 +115,16 @@ def test_gradients_read_in_hooks_or_after_backward_agree(tmp_path):
     in_hook = T.read_trace(_train(tmp_path, 'b', clip=True, grads_in_hook=True)[0])[1]
     assert after == in_hook
     assert list(after[0]['grad']) == list(in_hook[0]['grad'])  # both in backward order
+
+
+def test_sketches_are_optional(tmp_path):
+    path, hooks_seen = _train(tmp_path, 'a', forward=False, sketches=False)
+    lines = T.read_trace(path)[1]
+    assert hooks_seen == [0, 0, 0, 0]  # no forward hook at the first iteration either
+    assert all('sketch' not in line and FORWARD_SKETCH not in line for line in lines)
+    sketched = T.read_trace(_train(tmp_path, 'b', forward=False)[0])[1]
+    assert all('sketch' in line for line in sketched) and FORWARD_SKETCH in sketched[0]
+    assert [line['step_grad'] for line in lines] == [line['step_grad'] for line in sketched]
 
 
 def test_forward_outputs_are_optional(tmp_path):
