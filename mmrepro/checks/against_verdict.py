@@ -137,9 +137,9 @@ def say_rounding(rounding: Rounding, say: Callable[..., None],
 def rounding_verdict(verdict: str, rounding: Rounding, bitwise: bool) -> Tuple[int, str]:
     """``(status, verdict)`` of a run whose numerics differ, judged against the rounding
     envelope: status 0 where equivalent within rounding (1 with ``bitwise``)."""
+    status = 0 if rounding.passes(bitwise) else 1
     if rounding.equivalent:
-        required = '; --bitwise requires bit for bit' if bitwise else ''
-        return int(bitwise), f'not bitwise, but {rounding.text}{required}: {verdict}'
+        return status, f'{rounding.clause(bitwise)}: {verdict}'
     if rounding.equivalent is False:
-        return 1, f'{rounding.text}; {verdict}'
-    return 1, f'{verdict}; {rounding.text}'
+        return status, f'{rounding.clause(bitwise)}; {verdict}'
+    return status, f'{verdict}; {rounding.clause(bitwise)}'

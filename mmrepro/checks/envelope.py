@@ -106,6 +106,18 @@ class Rounding:
     rows: List[StepRatio] = field(default_factory=list)
     envelope: Dict[int, StepDistance] = field(default_factory=dict)
 
+    def passes(self, bitwise: bool) -> bool:
+        """Whether the run passes: equivalent within rounding, unless ``bitwise``."""
+        return bool(self.equivalent) and not bitwise
+
+    def clause(self, bitwise: bool) -> str:
+        """The verdict's rounding-or-real part, as ``mmrepro-check`` and ``mmrepro-diff``
+        say it (``--bitwise`` named where it fails an equivalent run)."""
+        if not self.equivalent:
+            return self.text
+        required = '; --bitwise requires bit for bit' if bitwise else ''
+        return f'not bitwise, but {self.text}{required}'
+
 
 def _values(losses: Mapping[str, str]) -> Dict[str, float]:
     out = {}

@@ -323,12 +323,8 @@ def _with_rounding(verdict: List[str], rounding: Rounding,
     """The verdict lines with the rounding-or-real verdict, and the exit status."""
     at = next(i for i, line in enumerate(verdict) if line.startswith('verdict: '))
     lines = list(verdict)
-    if rounding.equivalent:
-        required = '; --bitwise requires bit for bit' if bitwise else ''
-        lines[at] += f'; not bitwise, but {rounding.text}{required}'
-        return lines, DIFFERENT if bitwise else IDENTICAL
-    lines[at] += f'; {rounding.text}'
-    return lines, DIFFERENT
+    lines[at] += f'; {rounding.clause(bitwise)}'
+    return lines, IDENTICAL if rounding.passes(bitwise) else DIFFERENT
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -132,10 +132,11 @@ class ReproducibilityHook(Hook):
         if self._tracer is not None:
             self._tracer.after_train_iter(runner, batch_idx, outputs)
         self._keeper.after_train_iter(runner, batch_idx)
-        state = find_state(runner)
-        micro = state.layout.micro if state is not None and state.layout is not None else 1
-        if self.nudge_weights and (runner.iter + 1) % micro == 0:  # after a step
-            self._nudge(runner, (runner.iter + 1) // micro)
+        if self.nudge_weights:
+            state = find_state(runner)
+            micro = state.layout.micro if state is not None and state.layout else 1
+            if (runner.iter + 1) % micro == 0:  # after a step
+                self._nudge(runner, (runner.iter + 1) // micro)
 
     @staticmethod
     def _nudge(runner, step: int = 0) -> int:

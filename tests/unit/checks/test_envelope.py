@@ -150,3 +150,15 @@ def test_equal_forward_outputs_say_so():
                                         (math.inf, 'infinitely (the envelope is 0)')])
 def test_ratios_read_as_the_verdict_shows_them(value, text):
     assert times(value) == text
+
+
+def test_both_tools_say_the_verdict_and_pass_alike():
+    from mmrepro.checks.envelope import Rounding
+    same = Rounding(True, 'equivalent within rounding (distance 0.5x the envelope at step 2)')
+    assert same.passes(False) and not same.passes(True)
+    assert same.clause(False) == ('not bitwise, but equivalent within rounding (distance 0.5x '
+                                  'the envelope at step 2)')
+    assert same.clause(True) == same.clause(False) + '; --bitwise requires bit for bit'
+    for other in (Rounding(False, 'differs beyond rounding from step 1'),
+                  Rounding(None, 'too little to judge rounding or real: no sketches')):
+        assert not other.passes(False) and other.clause(False) == other.text
