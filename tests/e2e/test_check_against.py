@@ -28,7 +28,7 @@ _check = functools.partial(run_main, check_main)
 
 def _base_config(runs):
     runs.get('retinanet', 'base')
-    return osp.join(runs.root, 'retinanet-base-cfg', 'retinanet_base.py')
+    return runs.config('retinanet', 'base')
 
 
 def test_the_same_config_here_reproduces_the_baseline(runs, tmp_path, capsys):

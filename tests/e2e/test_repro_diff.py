@@ -349,7 +349,7 @@ def test_a_checks_own_run_matches_its_baseline_and_plots_alike(runs, tmp_path, c
     and the plot draws both runs at every logged iteration."""
     baseline = runs.get('retinanet', 'base')
     monkeypatch.chdir(RUN_CWD)  # where the baseline trained: the same code.git (none)
-    config = osp.join(runs.root, 'retinanet-base-cfg', 'retinanet_base.py')
+    config = runs.config('retinanet', 'base')
     assert check_main([config, '--against', baseline, '--work-dir',
                        str(tmp_path / 'check')]) == 0
     capsys.readouterr()

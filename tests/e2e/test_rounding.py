@@ -44,7 +44,7 @@ class ScaledFPN(FPN):
 
 def _base_config(runs):
     runs.get('retinanet', 'base')
-    return osp.join(runs.root, 'retinanet-base-cfg', 'retinanet_base.py')
+    return runs.config('retinanet', 'base')
 
 
 @pytest.mark.skipif(cpu.capability() != 'AVX512', reason='needs a CPU whose default '

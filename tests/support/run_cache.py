@@ -109,6 +109,11 @@ class RunCache:
         """Work dir of run ``(model, tag)`` (whatever its options): ``<root>/<model>-<tag>``."""
         return osp.join(self.root, f'{model}-{tag}')
 
+    def config(self, model: str, tag: str = 'base') -> str:
+        """The config run ``(model, tag)`` trained (``get`` it first):
+        ``<root>/<model>-<tag>-cfg/<model>_<tag>.py``."""
+        return osp.join(self.work_dir(model, tag) + '-cfg', f'{model}_{tag}.py')
+
     def get(self, model: str, tag: str = 'base', *args: str, **config_kw: Any) -> str:
         """Work dir of the run ``(model, tag)``, training it on first use.
 
@@ -144,8 +149,7 @@ class RunCache:
     def _train(self, work_dir: str, model: str, tag: str, args: Sequence[str],
                config_kw: Mapping[str, Any]) -> None:
         """Train run ``(model, tag)`` into ``work_dir`` (called once, under its lock)."""
-        config = write_config(osp.join(work_dir + '-cfg', f'{model}_{tag}.py'),
-                              model, self.data_root, **config_kw)
+        config = write_config(self.config(model, tag), model, self.data_root, **config_kw)
         run_train(config, work_dir, *args)
         if tag not in RESUMED_FROM:
             prune_checkpoints(work_dir)
