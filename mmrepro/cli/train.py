@@ -141,14 +141,17 @@ def build_config(args: argparse.Namespace):
 def check_run_inputs(args: argparse.Namespace, cfg) -> None:
     """Check what the run will open or make besides the config, before anything is.
 
-    The launcher's environment (with ``--check-config``: the number of processes
-    only, as ``tools/dist_train.sh`` checks once for all of them), the work dir, and
-    the checkpoint to resume or load (:mod:`mmrepro.resume.preflight`).
+    The Runner class (``runner_type``), the launcher's environment (with
+    ``--check-config``: the number of processes only, as ``tools/dist_train.sh``
+    checks once for all of them), the work dir, and the checkpoint to resume or load
+    (:mod:`mmrepro.resume.preflight`).
 
     Raises:
         ConfigError: One line naming the argument, the value, what was expected and the fix.
     """
     from ..resume.preflight import check_checkpoint_inputs
+    from ..runner.entry import check_runner_type
+    check_runner_type(cfg)
     check_launcher_environment(args.launcher, whole_world=args.check_config)
     check_work_dir(cfg.work_dir, '--work-dir' if args.work_dir is not None else 'work_dir')
     check_checkpoint_inputs(cfg, args.resume)
@@ -255,7 +258,7 @@ def main(argv: Optional[List[str]] = None):
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
-    from ..patches.runner_randomness import note_seed_source
+    from ..runner.randomness import note_seed_source
     note_seed_source(cfg.randomness.get('seed'), seed_source(args))
     try:
         from mmdet.utils import setup_cache_size_limit_of_dynamo

@@ -1,16 +1,21 @@
-"""Multi-process training on CPU (gloo), torchrun restarts, and fixed, recorded DDP settings.
+"""MMEngine's ``init_dist`` on CPU (gloo) and across torchrun restarts.
+
+No registry chooses how ``mmengine.dist.init_dist`` starts a process group: it calls the
+private ``_init_dist_pytorch`` / ``_init_dist_slurm`` by launcher name, from
+``Runner.setup_env`` or from a script before any Runner exists. So both are replaced:
+without CUDA they initialise the process group with gloo instead of failing in
+``torch.cuda.set_device``.
 
 torchrun's static rendezvous keeps the agent's TCPStore across worker restarts and, with
 ``TORCHELASTIC_USE_AGENT_STORE=True``, torch 2.13 gives the workers' process group no
 per-attempt key prefix: restarted ranks can read the dead group's addresses and hang in
-``init_process_group`` or fail with "Connection refused". For a Runner that enables
-mmrepro, the process group of such a launch gets a client of the agent's store under
+``init_process_group`` or fail with "Connection refused". For a ReproRunner, the
+process group of such a launch gets a client of the agent's store under
 ``/worker/attempt_{TORCHELASTIC_RESTART_COUNT}`` (torch 2.1's own prefix).
 """
 from __future__ import annotations
 
 import contextvars
-import functools
 import logging
 import os
 import subprocess
@@ -20,23 +25,13 @@ import torch
 import torch.distributed as torch_dist
 from mmengine.dist import utils as dist_utils
 from mmengine.logging import print_log
-from mmengine.runner import Runner
-
-from ..run.enable import enabled_by_config
-from ..run.state import enabled, run_state
-from .runner_init import requested_config
-
-#: DDP settings that change bitwise results (bucket layout, buffer syncs), made explicit.
-DDP_DEFAULTS: Dict[str, Any] = dict(type='MMDistributedDataParallel', broadcast_buffers=False,
-                                    find_unused_parameters=False, bucket_cap_mb=25)
 
 _original_init_dist_pytorch = dist_utils._init_dist_pytorch
 _original_init_dist_slurm = dist_utils._init_dist_slurm
-_original_setup_env = Runner.setup_env
-_original_wrap_model = Runner.wrap_model
 
-#: True while an enabled Runner initialises its distributed environment.
-_RUNNER_SETUP = contextvars.ContextVar('mmrepro_runner_setup', default=False)
+#: True while a ReproRunner initialises its distributed environment
+#: (:class:`mmrepro.runner.distributed.DistributedMixin`).
+RUNNER_SETUP = contextvars.ContextVar('mmrepro_runner_setup', default=False)
 
 
 def _init_dist_pytorch(backend: str, init_backend: str = 'torch', **kwargs: Any) -> None:
@@ -44,10 +39,10 @@ def _init_dist_pytorch(backend: str, init_backend: str = 'torch', **kwargs: Any)
 
     MMEngine calls ``torch.cuda.set_device`` unconditionally, which fails on CPU. Without
     CUDA this initialises the process group directly, with gloo in place of NCCL. While
-    an enabled Runner sets up (:func:`setup_env`), a torchrun launch with the agent store
+    a ReproRunner sets up its environment, a torchrun launch with the agent store
     gets :func:`attempt_store_kwargs`.
     """
-    if (init_backend == 'torch' and not _other_accelerator() and _RUNNER_SETUP.get()
+    if (init_backend == 'torch' and not _other_accelerator() and RUNNER_SETUP.get()
             and not {'init_method', 'store'} & set(kwargs)):
         kwargs = {**kwargs, **attempt_store_kwargs(kwargs.get('timeout'))}
     if torch.cuda.is_available() or init_backend != 'torch' or _other_accelerator():
@@ -110,21 +105,6 @@ def _cpu_backend(backend: str) -> str:
     return 'gloo'
 
 
-@functools.wraps(_original_setup_env)
-def setup_env(self: Runner, env_cfg: Dict) -> None:
-    """``Runner.setup_env``, marking the process-group set-up as an enabled Runner's.
-
-    For a Runner that does not enable mmrepro it is MMEngine's, unchanged.
-    """
-    if not enabled_by_config(requested_config(self)):
-        return _original_setup_env(self, env_cfg)
-    token = _RUNNER_SETUP.set(True)
-    try:
-        return _original_setup_env(self, env_cfg)
-    finally:
-        _RUNNER_SETUP.reset(token)
-
-
 def _other_accelerator() -> bool:
     """Whether an accelerator MMEngine knows besides CUDA is present (MLU, NPU, MUSA).
 
@@ -135,28 +115,7 @@ def _other_accelerator() -> bool:
         'is_mlu_available', 'is_npu_available', 'is_musa_available'))
 
 
-def wrap_model(self: Runner, model_wrapper_cfg: Optional[Dict], model: Any) -> Any:
-    """``Runner.wrap_model`` with explicit DDP settings (and no device_ids on CPU).
-
-    For a Runner that does not enable mmrepro it is MMEngine's, unchanged.
-    """
-    if not enabled(self):
-        return _original_wrap_model(self, model_wrapper_cfg, model)
-    if self.distributed and model_wrapper_cfg is None:
-        model_wrapper_cfg = dict(DDP_DEFAULTS, find_unused_parameters=self.cfg.get(
-            'find_unused_parameters', False))
-    if self.distributed and isinstance(model_wrapper_cfg, dict):
-        model_wrapper_cfg = dict(model_wrapper_cfg)
-        if not torch.cuda.is_available():
-            model_wrapper_cfg.setdefault('device_ids', None)
-        run_state(self).ddp = {k: v for k, v in model_wrapper_cfg.items()
-                               if isinstance(v, (str, int, float, bool, type(None)))}
-    return _original_wrap_model(self, model_wrapper_cfg, model)
-
-
 def apply() -> None:
     """Install the patches of this module."""
     dist_utils._init_dist_pytorch = _init_dist_pytorch
     dist_utils._init_dist_slurm = _init_dist_slurm
-    Runner.setup_env = setup_env
-    Runner.wrap_model = wrap_model

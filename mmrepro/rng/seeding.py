@@ -1,7 +1,7 @@
 """Seeding core: draw and broadcast the run's seed, seed every global RNG.
 
-These are the functions MMEngine's ``Runner.set_randomness`` is routed through once
-:mod:`mmrepro` is imported (see :mod:`mmrepro.patches`).
+These are the functions ``ReproRunner.set_randomness`` seeds with
+(:mod:`mmrepro.runner.randomness`).
 """
 from __future__ import annotations
 

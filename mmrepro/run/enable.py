@@ -1,11 +1,10 @@
 """Which Runners mmrepro acts for: those whose config asks for it.
 
-Importing any part of mmrepro installs its patches for the whole process (they are
-methods of MMEngine's classes), but each patch acts only for a Runner whose config
-enables mmrepro, exactly as README shows it: ``custom_imports`` naming ``mmrepro``
-(or a submodule), or ``ReproducibilityHook`` in ``custom_hooks`` (of the config, or
-of the keyword arguments of a Runner built in Python). Every other Runner runs
-MMEngine's own code paths.
+A Runner is mmrepro's (:class:`~mmrepro.runner.ReproRunner`) where its config names it
+(``runner_type``) or enables mmrepro, exactly as README shows it: ``custom_imports``
+naming ``mmrepro`` (or a submodule), or ``ReproducibilityHook`` in ``custom_hooks`` (of
+the config, or of the keyword arguments of a Runner built in Python;
+:mod:`mmrepro.runner.entry`). Every other Runner is MMEngine's, unchanged.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The ``randomness`` settings: their keys, defaults and validation.
 
 :func:`parse_randomness` checks a config's ``randomness`` dict and fills in the
-defaults, as a :class:`RunSettings`; the Runner patch
-(:mod:`mmrepro.patches.runner_randomness`) keeps the result on the run's
+defaults, as a :class:`RunSettings`; ``ReproRunner.set_randomness``
+(:mod:`mmrepro.runner.randomness`) keeps the result on the run's
 :class:`~mmrepro.run.state.RunState`. :func:`validate_randomness` returns the same as a
 plain dict.
 """

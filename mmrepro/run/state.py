@@ -1,20 +1,19 @@
 """One owner for what mmrepro knows about a run: :class:`RunState`, one per Runner.
 
-Every patch and hook reads and writes the Runner's :class:`RunState`
-(:func:`run_state`), never an attribute of its own on the Runner, and the run record
-reads what it records from there. Its fields are filled in the order a Runner sets up:
+Every method of :class:`~mmrepro.runner.ReproRunner` and every hook reads and writes
+the Runner's :class:`RunState` (:func:`run_state`), never an attribute of its own on the
+Runner, and the run record reads what it records from there. A plain MMEngine Runner
+never gets one. Its fields are filled in the order a Runner sets up:
 
-1. ``init_args``: ``Runner.__init__``'s ``custom_hooks``, ``resume`` and ``load_from``
-   (:mod:`mmrepro.patches.runner_init`), for every Runner;
+1. ``init_args``: ``__init__``'s ``custom_hooks``, ``resume`` and ``load_from``
+   (:mod:`mmrepro.runner.requested`);
 2. ``settings`` (validated ``randomness``, seed materialised) and ``resume`` (the
-   checkpoint to resume, its section validated once) in ``Runner.set_randomness``
-   (:mod:`mmrepro.patches.runner_randomness`); a Runner whose config does not enable
-   mmrepro never gets settings, and every patch then leaves it to MMEngine;
+   checkpoint to resume, its section validated once) in ``set_randomness``
+   (:mod:`mmrepro.runner.randomness`);
 3. ``audit`` when the model is built, ``ddp`` when it is wrapped;
 4. ``layout``, ``global_stream`` and ``pipeline_generators`` when the train loader is
-   built
-   (:mod:`mmrepro.patches.runner_dataloader`): computed there once, read by the step
-   clock, the trace, the step draws, the resume plan and the run record.
+   built (:mod:`mmrepro.runner.loaders`): computed there once, read by the step clock,
+   the trace, the step draws, the resume plan and the run record.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The kill is placed by an event: ``SaveKillHook`` (``tests/support/restart_plugin.py``) arms when
 the checkpoint of iteration 6 is about to be saved, and the process SIGKILLs itself
-after ``torch.save`` has written 64 KiB of it.
+after 64 KiB of it are written to its file.
 """
 import os
 import os.path as osp

@@ -122,6 +122,12 @@ CASES = {
         TRAIN, [*W, '{plain}', '--amp', '--cfg-options', 'optim_wrapper.type=Foo'],
         "train.py: error: --amp needs optim_wrapper.type OptimWrapper (or AmpOptimWrapper), "
         "got optim_wrapper.type='Foo'; remove --amp, or set optim_wrapper.type"),
+    'train-runner-type-without-mmrepros-methods': (
+        TRAIN, [*W, DEMO, '--cfg-options', 'runner_type=FlexibleRunner'],
+        "train.py: error: runner_type='FlexibleRunner': the config enables mmrepro, but "
+        "FlexibleRunner lacks mmrepro's Runner methods; use runner_type='ReproRunner', or "
+        'define it as class FlexibleRunner(ReproRunnerMixin, Runner) (from mmrepro import '
+        'ReproRunnerMixin)'),
     'train-bad-flag-value': (TRAIN, [*W, DEMO, '--seed', 'abc'],
                              "train.py: error: argument --seed: --seed must be an integer in "
                              "[0, 2**32 - 1], got 'abc'"),

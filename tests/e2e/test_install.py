@@ -296,6 +296,7 @@ def test_older_stack_reruns_and_resumes_mid_epoch_exactly(old_env, tmp_path, mon
     config = _user_config(tmp_path, monkeypatch, data_root, max_epochs=2)
     runs = {name: str(tmp_path / name) for name in ('full', 'rerun', 'resumed')}
     out = _mmdet_train(old_env, config, runs['full'])
+    assert 'mmrepro: the Runner is ReproRunner' in out  # runner_type, through RUNNERS
     assert 'mmrepro: added ReproducibilityHook to custom_hooks' in out
     _mmdet_train(old_env, config, runs['rerun'])
     out = _mmdet_train(old_env, config, runs['resumed'], '--resume',

@@ -7,12 +7,12 @@ its work dir (a marker file), then attempt 1. Every kill writes a marker file
 """
 from __future__ import annotations
 
+import builtins
 import os
 import os.path as osp
 import signal
-from typing import IO, Any, Optional
+from typing import IO, Any
 
-import torch
 from mmengine.dist import get_rank
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
@@ -78,15 +78,29 @@ class _KillingWriter:
     def flush(self) -> None:
         self.file.flush()
 
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    @property
+    def name(self) -> str:
+        return self.file.name
+
+    def __enter__(self) -> _KillingWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.file.close()
+
 
 @HOOKS.register_module()
 class SaveKillHook(Hook):
-    """Rank ``rank`` SIGKILLs itself while ``torch.save`` writes the checkpoint of
-    iteration ``at_iter`` to a file, after ``after_bytes`` bytes, in attempt ``attempt``.
+    """Rank ``rank`` SIGKILLs itself while the checkpoint of iteration ``at_iter`` is
+    written to a file, after ``after_bytes`` bytes, in attempt ``attempt``.
 
     It arms when that checkpoint is about to be saved (``before_save_checkpoint``):
-    the next ``torch.save`` into a file on disk gets a writer that dies part-way.
-    A save into memory (MMEngine's own, which writes the bytes after) does not kill.
+    the next file opened for writing in binary whose name holds ``iter_{at_iter}.pth``
+    (the checkpoint itself, or the temporary file a save writes first) gets a writer
+    that dies part-way.
 
     Args:
         rank: The rank that dies (the one that writes checkpoints: 0).
@@ -99,20 +113,22 @@ class SaveKillHook(Hook):
                  attempt: int = 0) -> None:
         self.rank, self.at_iter, self.attempt = rank, at_iter, attempt
         self.after_bytes = after_bytes
-        self._real_save: Optional[Any] = None
+        self._armed = False
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         if (get_rank() != self.rank or checkpoint['meta'].get('iter') != self.at_iter
-                or attempt(runner.work_dir) != self.attempt or self._real_save is not None):
+                or attempt(runner.work_dir) != self.attempt or self._armed):
             return
-        real_save = self._real_save = torch.save
+        self._armed = True
+        real_open = builtins.open
         marker = osp.join(runner.work_dir,
                           f'killed-attempt{self.attempt}-rank{self.rank}-save{self.at_iter}')
-        limit = self.after_bytes
+        limit, name = self.after_bytes, f'iter_{self.at_iter}.pth'
 
-        def killing_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(getattr(f, 'name', None), str) and callable(getattr(f, 'write', None)):
-                f = _KillingWriter(f, limit, marker)
-            return real_save(obj, f, *args, **kwargs)
+        def killing_open(file: Any, mode: str = 'r', *args: Any, **kwargs: Any) -> Any:
+            opened = real_open(file, mode, *args, **kwargs)
+            if 'w' in mode and 'b' in mode and name in osp.basename(str(file)):
+                return _KillingWriter(opened, limit, marker)
+            return opened
 
-        torch.save = killing_save
+        builtins.open = killing_open

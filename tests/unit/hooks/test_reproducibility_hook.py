@@ -60,7 +60,7 @@ def test_in_a_runner_it_traces_records_keys_draws_and_fills_checkpoints(tmp_path
     hooks = [dict(type='ReproducibilityHook', trace_interval=4), dict(type='DrawProbe')]
     runner = Runner(**runner_kwargs(tmp_path, hooks))
     names = [type(h).__name__ for h in runner.hooks]
-    assert names.index('ReproducibilityHook') < names.index('CheckpointHook')
+    assert names.index('ReproducibilityHook') < names.index('ReproCheckpointHook')
     runner.train()
     # the model's draws are keyed by (seed, optimizer step, slice): iteration i of 1 x 4
     probe = next(h for h in runner.hooks if isinstance(h, DrawProbe))

@@ -1,9 +1,8 @@
-"""The per-attempt store of torchrun launches, and that only enabled Runners get it."""
+"""The per-attempt store of torchrun launches."""
 import datetime
 
 import pytest
 import torch.distributed as torch_dist
-from support.toy_runner import fake_runner
 
 from mmrepro.patches import distributed
 
@@ -30,17 +29,3 @@ def test_no_attempt_store_without_torchruns_agent_store(monkeypatch, agent_store
     else:
         monkeypatch.setenv('TORCHELASTIC_USE_AGENT_STORE', agent_store)
     assert distributed.attempt_store_kwargs() == {}
-
-
-@pytest.mark.parametrize('cfg, scoped', [
-    ({}, False),
-    ({'custom_imports': {'imports': ['mmdet.models']}}, False),
-    ({'custom_imports': {'imports': ['mmrepro']}}, True),
-    ({'custom_hooks': [{'type': 'ReproducibilityHook'}]}, True),
-])
-def test_only_an_enabled_runners_set_up_gets_the_attempt_store(monkeypatch, cfg, scoped):
-    seen = []
-    monkeypatch.setattr(distributed, '_original_setup_env',
-                        lambda runner, env_cfg: seen.append(distributed._RUNNER_SETUP.get()))
-    distributed.setup_env(fake_runner(cfg=cfg), {})
-    assert seen == [scoped] and distributed._RUNNER_SETUP.get() is False

@@ -13,7 +13,7 @@ import torch
 from mmengine.runner import Runner
 from support.toy_runner import runner_kwargs
 
-import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.cli.bundle import main as bundle_main
 from mmrepro.cli.repro_diff import main as diff_main
 from mmrepro.record.bundle import BundleError, unpack

@@ -8,7 +8,7 @@ import os.path as osp
 from mmengine.runner import Runner
 from support.toy_runner import recording_runner, runner_kwargs
 
-import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.record.fingerprint import file_sha256
 from mmrepro.record.recorder import RunRecorder
 from mmrepro.record.weights import META_KEY, weights_digest

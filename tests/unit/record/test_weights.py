@@ -84,7 +84,7 @@ def test_final_digest_without_a_last_checkpoint_is_what_a_checkpoint_would_hold(
     from mmengine.runner import Runner
     from support.toy_runner import runner_kwargs
 
-    import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+    import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
     from mmrepro.resume.checkpoint_io import safe_load
     kwargs = runner_kwargs(tmp_path, [dict(type='ReproducibilityHook'),
                                       dict(type='EMAHook', momentum=0.1)])

@@ -7,7 +7,7 @@ from mmengine.runner import Runner
 from support.repro_utils import state_digest
 from support.toy_runner import runner_kwargs
 
-import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.data.seeded_batch_sampler import rank_position
 from mmrepro.resume.checkpoint_io import CheckpointLoadError, safe_load
 from mmrepro.resume.section import (

@@ -1,4 +1,4 @@
-"""patches.runner_dataloader: a resumed train loader starts where the checkpoint stopped,
+"""runner.loaders: a resumed train loader starts where the checkpoint stopped,
 and only when the checkpoint's layout is this run's; explicit seeds win; a Runner that
 did not enable mmrepro builds MMEngine's loaders."""
 from __future__ import annotations
@@ -8,11 +8,10 @@ import os.path as osp
 
 from mmengine.dataset import DefaultSampler
 from mmengine.runner import Runner
-from support.toy_runner import fake_runner, runner_kwargs
+from support.toy_runner import runner_kwargs
 
-import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.resume.checkpoint_io import safe_load
-from mmrepro.run.settings import parse_randomness
 
 #: Epoch checkpoints and one at iteration 10 (batch 2 of the second 8-batch epoch).
 HOOKS = [dict(type='ReproducibilityHook'),
@@ -70,12 +69,6 @@ def test_a_malformed_section_is_refused_before_the_loader_is_positioned(tmp_path
         _resume(tmp_path, 'refused')
 
 
-def _runner_like(seed: int = 7):
-    # As set_randomness stores them: every key, defaults filled in.
-    return fake_runner(parse_randomness(dict(seed=seed)), seed=seed,
-                       _train_dataloader=None, logger='current')
-
-
 class _Numbers:
     """A map-style dataset of 8 numbers."""
 
@@ -91,18 +84,21 @@ def _loader_cfg():
                 sampler=dict(type=DefaultSampler, shuffle=True))
 
 
-def test_explicit_seed_wins_on_an_enabled_runner():
-    runner = _runner_like(seed=7)
-    build = Runner.__dict__['build_dataloader'].__get__(runner)
-    assert build(_loader_cfg(), seed=123).sampler.seed == 123
-    assert build(_loader_cfg(), seed=runner.seed).sampler.seed == 7  # the Runner's own
-    assert build(_loader_cfg()).sampler.seed == 7
+def test_explicit_seed_wins_on_a_reprorunner(tmp_path):
+    runner = Runner(**runner_kwargs(tmp_path, HOOKS, randomness=dict(seed=7)))
+    assert type(runner).__name__ == 'ReproRunner' and runner.seed == 7
+    assert runner.build_dataloader(_loader_cfg(), seed=123).sampler.seed == 123
+    assert runner.build_dataloader(_loader_cfg(), seed=runner.seed).sampler.seed == 7
+    loader = runner.build_dataloader(_loader_cfg())
+    assert loader.sampler.seed == 7
+    assert type(loader.batch_sampler).__name__ == 'SeededBatchSampler'  # rebuilt
 
 
 def test_plain_runner_is_mmengine(tmp_path):
-    """Not enabled: set_randomness and build_dataloader are MMEngine's."""
-    runner = fake_runner(seed=7, _train_dataloader=None)
-    build = Runner.__dict__['build_dataloader'].__get__(runner)
-    loader = build(_loader_cfg(), seed=123)
-    assert loader.sampler.seed == 123
-    assert type(loader.batch_sampler).__name__ == 'BatchSampler'  # not rebuilt
+    """Not enabled: build_dataloader is MMEngine's, on the class and on a Runner."""
+    runner = Runner(**runner_kwargs(tmp_path, [], randomness=dict(seed=7)))
+    assert type(runner) is Runner
+    for build in (Runner.build_dataloader, runner.build_dataloader):
+        loader = build(_loader_cfg(), seed=123)
+        assert loader.sampler.seed == 123
+        assert type(loader.batch_sampler).__name__ == 'BatchSampler'  # not rebuilt

@@ -1,4 +1,5 @@
-"""Runners built with keyword arguments, and configs with only the import line."""
+"""runner.repro_runner: Runners built with keyword arguments, and configs with only the
+import line."""
 from __future__ import annotations
 
 import glob
@@ -10,7 +11,7 @@ from mmengine.runner import Runner
 from support.repro_utils import state_digest
 from support.toy_runner import runner_kwargs
 
-import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.resume.checkpoint_io import safe_load
 
 
@@ -34,6 +35,7 @@ def test_keyword_runner_with_the_hook_is_enabled_and_resumes_exactly(tmp_path):
 def test_keyword_runner_without_the_hook_stays_plain_mmengine(tmp_path):
     runner = Runner(**runner_kwargs(tmp_path, []))
     from mmrepro.run.state import enabled, run_state
+    assert type(runner) is Runner
     assert not enabled(runner) and run_state(runner).settings is None
     runner.train()
     assert 'mmrepro' not in torch.load(str(tmp_path / 'epoch_1.pth'), weights_only=False)

@@ -1,4 +1,4 @@
-"""patches.step_clock: under accumulation, parameter schedules step once per optimizer step.
+"""runner.schedules: under accumulation, parameter schedules step once per optimizer step.
 
 The toy Runner (32 samples, batch 4: 8 micro-batches an epoch) with
 ``accumulative_counts=2`` takes 4 optimizer steps an epoch. Its learning rate is read
@@ -13,7 +13,7 @@ from mmengine.hooks import Hook
 from mmengine.runner import Runner
 from support.toy_runner import runner_kwargs
 
-import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.run.state import run_state
 
 LR = 0.05  # the toy Runner's

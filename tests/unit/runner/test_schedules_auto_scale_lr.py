@@ -13,7 +13,7 @@ from typing import List
 from mmengine.runner import Runner
 from support.toy_runner import runner_kwargs
 
-import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 
 LR, BASE = 0.08, 16
 

@@ -1,4 +1,4 @@
-"""patches.model_audit: the Runner audits the model it builds, in deterministic mode only,
+"""runner.model: a ReproRunner audits the model it builds, in deterministic mode only,
 and replaces mmcv's RoIAlign there; a Runner without mmrepro keeps its model as built."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from mmengine.runner import Runner
 from support.toy_runner import Regressor, runner_kwargs
 
-import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
+import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.ops import DeterministicRoIAlign
 from mmrepro.run.state import run_state
 

@@ -1,4 +1,4 @@
-"""Runner.set_randomness through mmrepro: the intra-op thread count it pins; the seed log
+"""runner.randomness, ReproRunner.set_randomness: the intra-op thread count it pins; the seed log
 line says where the seed came from (the config, ``--seed`` or ``--cfg-options`` as
 ``tools/train.py`` notes it, a checkpoint, or drawn)."""
 import re
@@ -8,8 +8,8 @@ import torch
 from mmengine.runner import Runner
 from support.toy_runner import Regressor
 
-import mmrepro  # noqa: F401  (installs the patches, as custom_imports would)
-from mmrepro.patches.runner_randomness import note_seed_source
+import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
+from mmrepro.runner.randomness import note_seed_source
 
 
 def _runner(tmp_path, **randomness):

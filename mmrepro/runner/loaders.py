@@ -1,7 +1,6 @@
-"""Make every DataLoader a Runner builds reproducible."""
+"""``ReproRunner.build_dataloader``: every DataLoader the Runner builds is reproducible."""
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any, Optional
 
@@ -20,29 +19,37 @@ from ..data.sample_fetch import owned_generators
 from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..resume.section import plan_resume
 from ..rng.seeding import get_rank, get_world_size
-from ..run.state import find_state
-
-_original_build_dataloader = Runner.__dict__['build_dataloader'].__func__
+from ..run.state import run_state
 
 
-def build_dataloader(runner: Optional[Runner], dataloader: Any, seed: Optional[int] = None,
-                     diff_rank_seed: bool = False) -> DataLoader:
-    """``Runner.build_dataloader`` that knows its Runner's randomness settings.
+class LoaderMixin:
+    """The Runner's ``build_dataloader``, made reproducible (a part of ``ReproRunner``)."""
 
-    The Runner's own calls (``seed=runner.seed``) give the sampler the run's seed
-    (with ``diff_rank_seed`` too: the samplers' shared order needs the same seed on
-    every rank; MMEngine would draw a fresh one); an explicit other ``seed`` wins.
-    The loader is rebuilt by :func:`make_reproducible`. The train loader of a resumed
-    run is positioned after the batches the checkpoint consumed. Called on the class
-    (no Runner), or on a Runner that does not enable mmrepro, it is MMEngine's method
-    unchanged.
-    """
-    state = find_state(runner)
-    settings = state.settings if state is not None else None
-    if settings is None or isinstance(dataloader, DataLoader):
-        return _original_build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
+    def build_dataloader(self: Any, dataloader: Any, seed: Optional[int] = None,
+                         diff_rank_seed: bool = False) -> DataLoader:
+        """``Runner.build_dataloader`` that knows the Runner's randomness settings.
+
+        MMEngine's is a staticmethod; this one is a method, since it needs the Runner
+        (every call MMEngine makes is on the Runner). The Runner's own calls
+        (``seed=runner.seed``) give the sampler the run's seed (with ``diff_rank_seed``
+        too: the samplers' shared order needs the same seed on every rank; MMEngine
+        would draw a fresh one); an explicit other ``seed`` wins. The loader is rebuilt
+        by :func:`make_reproducible`. The train loader of a resumed run is positioned
+        after the batches the checkpoint consumed. A DataLoader given as an object is
+        returned as it is, as MMEngine does.
+        """
+        if isinstance(dataloader, DataLoader):
+            return super().build_dataloader(dataloader, seed=seed,
+                                            diff_rank_seed=diff_rank_seed)
+        return _reproducible(self, dataloader, seed)
+
+
+def _reproducible(runner: Any, dataloader: Any, seed: Optional[int]) -> DataLoader:
+    """MMEngine's loader for the config ``dataloader``, rebuilt reproducibly."""
+    state = run_state(runner)
+    settings = state.settings
     base_seed = settings.seed if seed is None or seed == runner.seed else seed
-    loader = _original_build_dataloader(dataloader, seed=base_seed, diff_rank_seed=False)
+    loader = Runner.build_dataloader(dataloader, seed=base_seed, diff_rank_seed=False)
     world_size = get_world_size()
     logger = runner.__dict__.get('logger', 'current')
     global_batches = None
@@ -103,18 +110,3 @@ def _global_batches(cfg: Any, loader: DataLoader, seed: int, layout: Layout,
               f'{layout.batch_size} x accumulative_counts {layout.micro}', logger=logger,
               level=logging.INFO)
     return batches
-
-
-class _RunnerAwareStaticMethod:
-    """A staticmethod that also receives the Runner when called on an instance."""
-
-    def __init__(self, func: Any) -> None:
-        self.func = func
-
-    def __get__(self, instance: Any, owner: Any = None) -> Any:
-        return functools.partial(self.func, instance)
-
-
-def apply() -> None:
-    """Install :func:`build_dataloader` on MMEngine's Runner."""
-    Runner.build_dataloader = _RunnerAwareStaticMethod(build_dataloader)

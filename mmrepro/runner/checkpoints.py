@@ -1,0 +1,105 @@
+"""``ReproRunner``'s checkpoints: saved atomically, loaded with mmrepro's allow-list.
+
+**Saving.** MMEngine writes ``iter_N.pth`` / ``epoch_N.pth`` in place, then
+``last_checkpoint``; a run killed during either leaves a truncated file that
+``--resume`` picks. ``ReproRunner.save_checkpoint`` writes a local checkpoint through
+:class:`~mmrepro.resume.atomic_write.AtomicLocalBackend` (MMEngine's ``backend_args``),
+and :class:`ReproCheckpointHook`, which ``ReproRunner`` puts in place of MMEngine's
+``CheckpointHook`` in ``default_hooks``, writes ``last_checkpoint`` the same way, after
+the checkpoint is complete. Other backends are MMEngine's.
+
+**Loading.** While ``ReproRunner.load_checkpoint`` or ``resume`` runs, MMEngine's loader
+of local files is mmrepro's (``weights_only=True`` and an allow-list of what MMEngine
+checkpoints hold, :mod:`mmrepro.patches.checkpoint_scheme`).
+"""
+from __future__ import annotations
+
+import locale
+import os.path as osp
+from typing import Any, Callable, Optional
+
+from mmengine.dist import is_main_process
+from mmengine.fileio import LocalBackend, get_file_backend
+from mmengine.hooks import CheckpointHook
+from mmengine.registry import HOOKS
+
+from ..patches.checkpoint_scheme import SAFE_LOADING
+from ..resume.atomic_write import ATOMIC_BACKEND, atomic_write
+
+
+class CheckpointMixin:
+    """The Runner's ``save_checkpoint``, ``load_checkpoint`` and ``resume`` (a part of
+    ``ReproRunner``)."""
+
+    def save_checkpoint(self: Any, out_dir: str, filename: str,
+                        file_client_args: Optional[dict] = None, *args: Any,
+                        backend_args: Optional[dict] = None, **kwargs: Any) -> None:
+        """``Runner.save_checkpoint``; a local checkpoint is written atomically."""
+        if file_client_args is None and _local(out_dir, backend_args):
+            backend_args = dict(backend=ATOMIC_BACKEND)
+        return super().save_checkpoint(out_dir, filename, file_client_args, *args,
+                                       backend_args=backend_args, **kwargs)
+
+    def load_checkpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
+        """``Runner.load_checkpoint``, local files loaded with mmrepro's allow-list."""
+        return _safely(super().load_checkpoint, *args, **kwargs)
+
+    def resume(self: Any, *args: Any, **kwargs: Any) -> None:
+        """``Runner.resume``, local files loaded with mmrepro's allow-list."""
+        return _safely(super().resume, *args, **kwargs)
+
+
+def _local(out_dir: Any, backend_args: Optional[dict]) -> bool:
+    """Whether ``out_dir`` is on the local file system by MMEngine's rules."""
+    return isinstance(out_dir, str) and isinstance(
+        get_file_backend(out_dir, backend_args=backend_args), LocalBackend)
+
+
+def _safely(method: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``method(*args, **kwargs)`` with MMEngine's local loads done by mmrepro."""
+    token = SAFE_LOADING.set(True)
+    try:
+        return method(*args, **kwargs)
+    finally:
+        SAFE_LOADING.reset(token)
+
+
+@HOOKS.register_module()
+class ReproCheckpointHook(CheckpointHook):
+    """``CheckpointHook`` that writes ``last_checkpoint`` atomically.
+
+    It does what MMEngine's does when it saves a checkpoint (keeps at most
+    ``max_keep_ckpts``, removing the oldest first; records ``last_ckpt`` and
+    ``keep_ckpt_ids`` in the message hub; saves through the Runner), then writes
+    ``last_checkpoint`` with :func:`~mmrepro.resume.atomic_write.atomic_write`.
+    """
+
+    def _save_checkpoint_with_step(self, runner: Any, step: int, meta: dict) -> None:
+        self._keep_at_most(runner, step)
+        filename = self.filename_tmpl.format(step)
+        self.last_ckpt = self.file_backend.join_path(self.out_dir, filename)
+        runner.message_hub.update_info('last_ckpt', self.last_ckpt)
+        runner.save_checkpoint(self.out_dir, filename, self.file_client_args,
+                               save_optimizer=self.save_optimizer,
+                               save_param_scheduler=self.save_param_scheduler, meta=meta,
+                               by_epoch=self.by_epoch, backend_args=self.backend_args,
+                               **self.args)
+        if not is_main_process():  # sharded states are pulled from every rank above
+            return
+        text = str(self.last_ckpt).encode(locale.getpreferredencoding(False))
+        atomic_write(osp.join(runner.work_dir, 'last_checkpoint'), lambda f: f.write(text))
+
+    def _keep_at_most(self, runner: Any, step: int) -> None:
+        """Before saving ``step``: forget (and on rank 0 remove) the oldest kept one."""
+        if self.max_keep_ckpts <= 0 or (self.keep_ckpt_ids and
+                                        self.keep_ckpt_ids[-1] == step):
+            return  # a best and a regular save may both save this step
+        if len(self.keep_ckpt_ids) == self.max_keep_ckpts:
+            oldest = self.keep_ckpt_ids.popleft()
+            path = self.file_backend.join_path(self.out_dir, self.filename_tmpl.format(oldest))
+            if is_main_process() and self.file_backend.isfile(path):
+                self.file_backend.remove(path)
+            elif is_main_process() and self.file_backend.isdir(path):
+                self.file_backend.rmtree(path)  # DeepSpeed saves directories
+        self.keep_ckpt_ids.append(step)
+        runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))

@@ -1,0 +1,69 @@
+"""A resumed epoch numbers its batches from where the checkpoint stopped.
+
+``ReproRunner.build_train_loop`` builds :class:`ReproEpochBasedTrainLoop` (registered in
+``LOOPS``) where the config asks for MMEngine's ``EpochBasedTrainLoop``: by type (as
+MMDetection's configs do) or with ``by_epoch=True``. Another loop type is built as the
+config says; an epoch-based one then numbers a resumed epoch's batches from 0, which
+the log says (the weights do not depend on it).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Union
+
+from mmengine.registry import LOOPS
+from mmengine.runner.base_loop import BaseLoop
+from mmengine.runner.loops import EpochBasedTrainLoop
+
+from ..run.state import find_state
+
+#: How a config names MMEngine's epoch loop.
+MMENGINE_NAMES = ('EpochBasedTrainLoop', 'mmengine.EpochBasedTrainLoop', EpochBasedTrainLoop)
+
+
+@LOOPS.register_module()
+class ReproEpochBasedTrainLoop(EpochBasedTrainLoop):
+    """``EpochBasedTrainLoop`` whose resumed epoch starts ``batch_idx`` at the offset."""
+
+    def run_epoch(self) -> None:
+        """``EpochBasedTrainLoop.run_epoch``, starting ``batch_idx`` at the resume offset.
+
+        Identical to MMEngine's when no offset is set. With one, the DataLoader already
+        skips the consumed batches (at the index level), and hooks see the same
+        ``batch_idx`` as in the run that wrote the checkpoint (logging intervals,
+        end-of-epoch checks). The offset is the run state's ``batch_offset``, which
+        ``ReproducibilityHook`` sets before a resumed epoch.
+        """
+        self.runner.call_hook('before_train_epoch')
+        self.runner.model.train()
+        state = find_state(self.runner)
+        start = state.take_batch_offset() if state is not None else 0
+        for idx, data_batch in enumerate(self.dataloader, start):
+            self.run_iter(idx, data_batch)
+        self.runner.call_hook('after_train_epoch')
+        self._epoch += 1
+
+
+class LoopMixin:
+    """The Runner's ``build_train_loop`` (a part of ``ReproRunner``)."""
+
+    def build_train_loop(self: Any, loop: Union[BaseLoop, dict]) -> BaseLoop:
+        """``Runner.build_train_loop``, with :class:`ReproEpochBasedTrainLoop` for
+        MMEngine's epoch loop (see the module docstring)."""
+        if isinstance(loop, dict):
+            loop = dict(loop)
+            kind = loop.get('type')
+            if kind is None and loop.get('by_epoch') is True:
+                del loop['by_epoch']
+                loop['type'] = ReproEpochBasedTrainLoop.__name__
+            elif kind in MMENGINE_NAMES:
+                loop['type'] = ReproEpochBasedTrainLoop.__name__
+        built = super().build_train_loop(loop)
+        if isinstance(built, EpochBasedTrainLoop) and \
+                not isinstance(built, ReproEpochBasedTrainLoop):
+            self.logger.log(logging.WARNING, (
+                f'mmrepro: the train loop is {type(built).__name__}, not '
+                f'{ReproEpochBasedTrainLoop.__name__}: after a resume from the middle of an '
+                'epoch, hooks number that epoch\'s batches from 0 (the data and the weights '
+                'are those of the run resumed)'))
+        return built

@@ -1,0 +1,99 @@
+"""Parameter schedules and ``auto_scale_lr`` that count optimizer steps and global batches.
+
+**Step clock.** With ``accumulative_counts=k`` MMEngine counts micro-batches as
+iterations, so an iteration-based schedule (``LinearLR`` warmup with ``by_epoch=False``,
+or a by-epoch one with ``convert_to_iter_based=True``) advances ``k`` times per optimizer
+step, and its learning rate changes between the micro-batches of one step. On ``k``
+ranks without accumulation it advances once per step. With the global stream on, the
+schedulers of an accumulating run step once per optimizer step instead, so one process
+with ``k`` micro-batches follows the learning rates of ``k`` ranks step for step:
+
+- ``ReproRunner.build_param_scheduler`` converts epochs to iterations with the number of
+  optimizer steps per epoch (MMEngine uses the loader's length, in micro-batches);
+- :class:`ReproParamSchedulerHook` (``default_hooks.param_scheduler``) steps only after
+  the last micro-batch of each optimizer step.
+
+Iteration counts of the loop itself (``IterBasedTrainLoop``'s ``max_iters`` and
+``val_interval``, iteration-based checkpoint and logging intervals) still count
+micro-batches, as in MMEngine.
+
+**auto_scale_lr.** MMEngine's ``Runner.scale_lr`` scales the learning rate by
+``batch_size x world_size / base_batch_size`` and does not count
+``optim_wrapper.accumulative_counts``, so one process with ``k`` micro-batches of ``B``
+(standing in for ``k`` ranks of ``B``) would train at ``1/k`` of the learning rate the
+``k`` ranks get. ``ReproRunner.scale_lr`` runs MMEngine's method as if the per-rank batch
+were ``batch_size x accumulative_counts``: the ratio is ``global batch /
+base_batch_size``, with the global batch ``batch_size x ranks x accumulative_counts``
+(samples per optimizer step), the same number, computed the same way, for every layout
+of that global batch. One line in the Runner's log says what it scaled by.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from mmengine.hooks import ParamSchedulerHook
+from mmengine.registry import HOOKS
+from torch.utils.data import DataLoader
+
+from ..data.global_stream import accumulative_counts
+from ..run.layout import Layout
+from ..run.state import find_state, run_state
+
+
+class ScheduleMixin:
+    """The Runner's ``build_param_scheduler`` and ``scale_lr`` (a part of ``ReproRunner``)."""
+
+    def build_param_scheduler(self: Any, scheduler: Any) -> Any:
+        """``Runner.build_param_scheduler``, in optimizer steps under accumulation."""
+        state = run_state(self)
+        micro = state.micro
+        if micro <= 1:
+            return super().build_param_scheduler(scheduler)
+        with self.train_dataloader.batch_sampler.counting_steps():
+            schedulers = super().build_param_scheduler(scheduler)
+        state.step_clock = micro
+        self.logger.info(f'mmrepro: accumulative_counts={micro}: iteration-based '
+                         'parameter schedules step once per optimizer step')
+        return schedulers
+
+    def scale_lr(self: Any, optim_wrapper: Any,
+                 auto_scale_lr: Optional[Mapping] = None) -> None:
+        """``Runner.scale_lr`` by the global batch (see the module docstring)."""
+        if not (auto_scale_lr or {}).get('enable', False):
+            return super().scale_lr(optim_wrapper, auto_scale_lr)
+        loader = self._train_dataloader
+        batch_size = (loader.batch_size if isinstance(loader, DataLoader)
+                      else loader['batch_size'])
+        layout = run_state(self).layout or Layout(batch_size, 0, self.world_size,
+                                                  accumulative_counts(optim_wrapper))
+        # MMEngine reads the per-rank batch size from the train loader (a config or a
+        # DataLoader) and multiplies it by the world size: give it the micro-batches too.
+        self._train_dataloader = dict(batch_size=batch_size * layout.micro)
+        try:
+            super().scale_lr(optim_wrapper, auto_scale_lr)
+        finally:
+            self._train_dataloader = loader
+        base = auto_scale_lr['base_batch_size']
+        self.logger.info(
+            f'mmrepro: auto_scale_lr: learning rates scaled by global batch '
+            f'{layout.global_batch} / base_batch_size {base} = {layout.global_batch / base} '
+            f'(global batch = {layout.world_size} rank(s) x batch_size {batch_size} x '
+            f'accumulative_counts {layout.micro}, samples per optimizer step)')
+
+
+@HOOKS.register_module()
+class ReproParamSchedulerHook(ParamSchedulerHook):
+    """``ParamSchedulerHook`` that steps once per optimizer step under the step clock.
+
+    ``ReproRunner`` puts it in place of MMEngine's ``ParamSchedulerHook`` in
+    ``default_hooks``; where no clock is set (no accumulation, or a plain Runner) it is
+    MMEngine's hook.
+    """
+
+    def after_train_iter(self, runner: Any, batch_idx: int, data_batch: Any = None,
+                         outputs: Any = None) -> None:
+        """``ParamSchedulerHook.after_train_iter`` after an optimizer step's last batch."""
+        state = find_state(runner)
+        if state is not None and (runner.iter + 1) % state.step_clock:
+            return
+        super().after_train_iter(runner, batch_idx, data_batch, outputs)
