@@ -40,16 +40,19 @@ EPOCHS = 50  # passes over the 16 demo images per measurement
 
 def loader_cost(runner: Any, world: int, micro: int, global_stream: bool) -> float:
     """Seconds of index work per micro-batch of one rank (the last rank)."""
-    from mmrepro.data import SeededBatchSampler
+    from mmrepro.data import GlobalBatchSampler, RankBatchSampler
     from mmrepro.data.global_stream import build_global_batch_sampler
+    from mmrepro.run.layout import Layout
 
     per_rank = runner.train_dataloader.batch_sampler.batch_sampler  # MMEngine's own
     cfg = runner.cfg.train_dataloader
     dataset = runner.train_dataloader.dataset
-    global_batches = (build_global_batch_sampler(cfg, dataset, SEED, 2 * world * micro)
-                      if global_stream else None)
-    sampler = SeededBatchSampler(per_rank, SEED, world - 1, world,
-                                 global_batches=global_batches, micro=micro)
+    if global_stream:
+        global_batches = build_global_batch_sampler(cfg, dataset, SEED, 2 * world * micro)
+        sampler = GlobalBatchSampler(per_rank, global_batches,
+                                     Layout(2, world - 1, world, micro), SEED)
+    else:
+        sampler = RankBatchSampler(per_rank, SEED, world - 1, world)
     batches = 0
     start = time.perf_counter()
     for epoch in range(EPOCHS):

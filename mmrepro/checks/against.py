@@ -306,7 +306,7 @@ def _layout_text(layout: Optional[Layout]) -> str:
     if layout is None:
         return 'layout not recorded'
     return (f'{layout.world_size} rank(s) x batch_size {layout.batch_size} x '
-            f'accumulative_counts {layout.micro} = global batch {layout.global_batch}')
+            f'accumulative_counts {layout.accumulation} = global batch {layout.global_batch}')
 
 
 def _predicted(cfg: Any, world: int, baseline: RunData, initial: bool) -> Dict[str, Any]:
@@ -358,11 +358,11 @@ def _say_verdict(result: AgainstResult, say: Callable[..., None]) -> None:
 def _span(baseline: RunData, options: AgainstOptions) -> Tuple[int, int]:
     """``(first step, last step)``: train after step ``first`` through step ``last``."""
     traced = [line['iter'] for line in step_lines(baseline.trace[1])]
-    micro = int(baseline.trace[0].get('micro') or 1)
+    accumulation = int(baseline.trace[0].get('micro') or 1)
     start = 0
     if options.resume_from is not None:
         meta = (peek(options.resume_from) or {}).get('meta') or {}
-        start = int(meta.get('iter', 0)) // micro
+        start = int(meta.get('iter', 0)) // accumulation
     if options.steps is not None:
         return start, start + options.steps
     if start == 0:

@@ -42,19 +42,21 @@ def train_span(span: Span, say: Callable[..., None], nudge: bool = False) -> Tup
             if options.resume_from else f'optimizer steps 1..{stop}')
     with open(child, 'w') as f:
         f.write(child_config(span.cfg, span.config, options.baseline, what, span.seed,
-                             stop * layout.micro, nudge))
+                             stop * layout.accumulation, nudge))
     args = ['--resume', options.resume_from] if options.resume_from else []
     if nudge:
         say(f'rounding envelope: {what} again here, every weight moved one ulp up or down '
             'first', flush=True)
     else:
-        say(f'training {what} here ({stop - start} step(s) of {layout.micro} '
-            f'micro-batch(es)): iterations {start * layout.micro + 1}..{stop * layout.micro}',
+        per_step = layout.accumulation
+        say(f'training {what} here ({stop - start} step(s) of {per_step} '
+            f'micro-batch(es)): iterations {start * per_step + 1}..{stop * per_step}',
             flush=True)
     begin = time.perf_counter()
     log_dir = train(Run('envelope' if nudge else 'against', what, args=args), child,
                     span.work_dir, span.cfg_options, options.nproc,
-                    on_iteration=progress(say, stop * layout.micro, start * layout.micro))
+                    on_iteration=progress(say, stop * layout.accumulation,
+                                          start * layout.accumulation))
     seconds = time.perf_counter() - begin
     say(f'  done in {seconds:.1f} s')
     return log_dir, seconds

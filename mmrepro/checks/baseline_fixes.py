@@ -100,4 +100,4 @@ def layout_fix(baseline: Optional[Layout]) -> str:
               f'with --launcher pytorch --nproc {baseline.world_size}')
     return (f"train on the baseline's layout, {launch} and --cfg-options "
             f'train_dataloader.batch_size={baseline.batch_size} '
-            f'optim_wrapper.accumulative_counts={baseline.micro}')
+            f'optim_wrapper.accumulative_counts={baseline.accumulation}')

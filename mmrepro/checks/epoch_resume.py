@@ -53,7 +53,7 @@ custom_hooks = {hooks}
 
 @dataclass
 class EpochResume:
-    """What :func:`check_epoch_resume` found.
+    """What :func:`run_epoch_resume_check` found.
 
     Attributes:
         unit: ``'epoch'`` or ``'segment'`` (an iteration-based loop).
@@ -161,9 +161,9 @@ def object_digest(obj: Any) -> str:
     return sha.hexdigest()
 
 
-def check_epoch_resume(config: str, work_dir: str, epochs: int = 4, segment: int = 8,
-                       cfg_options: Sequence[str] = (), mid_epoch: bool = False
-                       ) -> EpochResume:
+def run_epoch_resume_check(config: str, work_dir: str, epochs: int = 4, segment: int = 8,
+                           cfg_options: Sequence[str] = (), mid_epoch: bool = False
+                           ) -> EpochResume:
     """Train ``config`` ``epochs`` epochs, resume from every epoch and compare the ends.
 
     Args:
@@ -203,7 +203,7 @@ def check_epoch_resume(config: str, work_dir: str, epochs: int = 4, segment: int
             _compare(result, k, reference, final(run.name))
         if mid_epoch:
             first = 'epoch_1.pth' if by_epoch else f'iter_{segment}.pth'
-            _check_mid_epoch(result, cfg, config, work_dir, child, final, reference,
+            _run_mid_epoch_check(result, cfg, config, work_dir, child, final, reference,
                              cfg_options, epochs, first)
     except (ValueError, RuntimeError, OSError, KeyError) as err:
         result.error = f'{type(err).__name__}: {str(err).splitlines()[0]}'
@@ -219,7 +219,7 @@ def _compare(result: EpochResume, resumed_from: Any, reference: Dict[str, str],
         result.differing[resumed_from] = differ
 
 
-def _check_mid_epoch(result: EpochResume, cfg: Any, config: str, work_dir: str,
+def _run_mid_epoch_check(result: EpochResume, cfg: Any, config: str, work_dir: str,
                      child: str, final: Any, reference: Dict[str, str],
                      cfg_options: Sequence[str], epochs: int, first: str) -> None:
     """Stop a run in the middle of the second epoch, resume it, compare its end."""

@@ -93,10 +93,10 @@ def layout_of_record(record: Dict[str, Any]) -> Optional[Layout]:
     config = record.get('config') or {}
     try:
         batch = int(config['train_dataloader.batch_size'])
-        micro = int(config.get('optim_wrapper.accumulative_counts', '1'))
+        accumulation = int(config.get('optim_wrapper.accumulative_counts', '1'))
     except (KeyError, ValueError):
         return None
-    return Layout(batch, 0, int(record.get('world_size') or 1), micro)
+    return Layout(batch, 0, int(record.get('world_size') or 1), accumulation)
 
 
 def predicted_layout(cfg: Any, world_size: int) -> Layout:
@@ -326,7 +326,7 @@ def layout_obstacle(baseline: Optional[Layout], layout: Layout, sync_bn: bool,
             (:func:`rank_averaging_module`; empty: none).
     """
     if baseline is None or baseline == Layout(layout.batch_size, 0, layout.world_size,
-                                              layout.micro):
+                                              layout.accumulation):
         return ''
     if baseline.global_batch != layout.global_batch:
         return (f'the global batch differs: {baseline.global_batch} in the baseline, '
@@ -338,7 +338,7 @@ def layout_obstacle(baseline: Optional[Layout], layout: Layout, sync_bn: bool,
     if baseline.slices > 2:
         return (f'{baseline.slices} micro-batches per optimizer step: their gradients add '
                 f'in another order on {baseline.world_size} rank(s) x '
-                f'{baseline.micro} than on {layout.world_size} x {layout.micro} '
+                f'{baseline.accumulation} than on {layout.world_size} x {layout.accumulation} '
                 '(float-close, not bitwise)')
     if sync_bn and baseline.world_size != layout.world_size:
         return (f'SyncBN over {baseline.world_size} rank(s) in the baseline, '

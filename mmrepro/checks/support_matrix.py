@@ -39,7 +39,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, TextIO
 import torch
 
 from ..configs import CONFIG_ROOT
-from .epoch_resume import EpochResume, check_epoch_resume
+from .epoch_resume import EpochResume, run_epoch_resume_check
 from .repro_check import CheckOptions, run_check
 from .run_data import SCALARS, read_scalars
 from .runs import Run, load_config, train
@@ -59,7 +59,7 @@ CHECKS = ('workers', 'resume', 'epochs')
 
 @dataclass
 class FamilyResult:
-    """What :func:`check_family` found for one family."""
+    """What :func:`run_family_check` found for one family."""
 
     family: str
     device: str
@@ -123,10 +123,10 @@ def _final_weights_identical(work_dir: str, iters: int) -> bool:
             states[1][k].contiguous().view(-1).view(torch.uint8)) for k in states[0])
 
 
-def check_family(family: str, iters: int, work_dir: str, data_root: str,
-                 speed: Optional[bool] = None, cfg_options: Sequence[str] = (),
-                 keep_checkpoints: bool = True, checks: Sequence[str] = CHECKS,
-                 epochs: int = 4) -> FamilyResult:
+def run_family_check(family: str, iters: int, work_dir: str, data_root: str,
+                     speed: Optional[bool] = None, cfg_options: Sequence[str] = (),
+                     keep_checkpoints: bool = True, checks: Sequence[str] = CHECKS,
+                     epochs: int = 4) -> FamilyResult:
     """Run ``check_repro`` on ``family``'s zoo config and tabulate what it found.
 
     Args:
@@ -145,19 +145,19 @@ def check_family(family: str, iters: int, work_dir: str, data_root: str,
         The family's row. A run that fails is reported in ``error``, not raised.
     """
     with _environment({DATA_ENV: osp.join(osp.abspath(data_root), '')}):
-        return _check_family(family, iters, work_dir, speed, cfg_options,
-                             keep_checkpoints, checks, epochs)
+        return _run_family_check(family, iters, work_dir, speed, cfg_options,
+                                 keep_checkpoints, checks, epochs)
 
 
-def _check_family(family: str, iters: int, work_dir: str, speed: Optional[bool],
-                  cfg_options: Sequence[str], keep_checkpoints: bool,
-                  checks: Sequence[str], epochs: int) -> FamilyResult:
-    """:func:`check_family` with the data's variable set."""
+def _run_family_check(family: str, iters: int, work_dir: str, speed: Optional[bool],
+                      cfg_options: Sequence[str], keep_checkpoints: bool,
+                      checks: Sequence[str], epochs: int) -> FamilyResult:
+    """:func:`run_family_check` with the data's variable set."""
     result = FamilyResult(family, device_name())
     speed = torch.cuda.is_available() if speed is None else speed
     try:
-        options = _check_options(family, iters, osp.join(work_dir, family), checks,
-                                 cfg_options)
+        options = _family_check_options(family, iters, osp.join(work_dir, family), checks,
+                                        cfg_options)
         options.validate()
         found = run_check(options, say=_quiet)
         failed = {text.split(' ')[0]: text for text in found.failed}
@@ -170,9 +170,9 @@ def _check_family(family: str, iters: int, work_dir: str, speed: Optional[bool],
             elif run == 'resume':
                 result.resume = cell
         if 'epochs' in checks:
-            result.epochs = check_epoch_resume(config_path(family),
-                                               osp.join(work_dir, family, 'epochs'),
-                                               epochs, cfg_options=cfg_options)
+            result.epochs = run_epoch_resume_check(config_path(family),
+                                                   osp.join(work_dir, family, 'epochs'),
+                                                   epochs, cfg_options=cfg_options)
         if not keep_checkpoints:
             for path in glob.glob(osp.join(work_dir, family, '**', '*.pth'),
                                   recursive=True):
@@ -196,8 +196,8 @@ def _check_family(family: str, iters: int, work_dir: str, speed: Optional[bool],
     return result
 
 
-def _check_options(family: str, iters: int, work_dir: str, checks: Sequence[str],
-                   cfg_options: Sequence[str]) -> CheckOptions:
+def _family_check_options(family: str, iters: int, work_dir: str, checks: Sequence[str],
+                          cfg_options: Sequence[str]) -> CheckOptions:
     """The check of ``family``: resume mid-run, other num_workers (0 or 2), as ``checks`` say."""
     workers = None
     if 'workers' in checks:
@@ -211,12 +211,12 @@ def _quiet(*args: object, **kwargs: object) -> None:
     """Say nothing: the table says it all."""
 
 
-def check_families(families: Sequence[str], iters: int, work_dir: str, data_root: str,
-                   jobs: int = 1, cfg_options: Sequence[str] = (),
-                   progress: Optional[TextIO] = None,
-                   keep_checkpoints: bool = True, checks: Sequence[str] = CHECKS,
-                   epochs: int = 4) -> List[FamilyResult]:
-    """:func:`check_family` for each family, ``jobs`` at a time.
+def run_family_checks(families: Sequence[str], iters: int, work_dir: str, data_root: str,
+                      jobs: int = 1, cfg_options: Sequence[str] = (),
+                      progress: Optional[TextIO] = None,
+                      keep_checkpoints: bool = True, checks: Sequence[str] = CHECKS,
+                      epochs: int = 4) -> List[FamilyResult]:
+    """:func:`run_family_check` for each family, ``jobs`` at a time.
 
     With ``jobs > 1`` the families' runs share the CPU cores (each training process
     gets ``cores // jobs`` OpenMP threads, both runs of a family the same number), and
@@ -230,8 +230,8 @@ def check_families(families: Sequence[str], iters: int, work_dir: str, data_root
 
     def one(family: str) -> FamilyResult:
         start = time.perf_counter()
-        result = check_family(family, iters, work_dir, data_root, speed, cfg_options,
-                              keep_checkpoints, checks, epochs)
+        result = run_family_check(family, iters, work_dir, data_root, speed, cfg_options,
+                                  keep_checkpoints, checks, epochs)
         state = 'bit-exact' if result.bit_exact else f'NOT bit-exact {result.error or ""}'
         print(f'{family}: {state} ({time.perf_counter() - start:.0f} s)', file=progress,
               flush=True)

@@ -101,7 +101,7 @@ def processes(args: argparse.Namespace) -> int:
     return nproc
 
 
-def check_options(args: argparse.Namespace) -> CheckOptions:
+def options_from_args(args: argparse.Namespace) -> CheckOptions:
     """The plain check's options from the parsed command line.
 
     Raises:
@@ -148,7 +148,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                 ('--bitwise', args.bitwise)):
                 if given:
                     raise ValueError(f'{flag} needs --against BASELINE')
-            options = check_options(args)
+            options = options_from_args(args)
             options.validate()
             return run_check(options).status
         against = against_options(args)

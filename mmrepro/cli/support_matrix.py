@@ -23,10 +23,10 @@ from ..checks.support_matrix import (
     CHECKS,
     FAMILIES,
     RESULTS_DIR,
-    check_families,
     config_path,
     device_name,
     format_table,
+    run_family_checks,
 )
 from ..run.config import parse_cfg_options
 from .config_args import ArgumentParser, report
@@ -93,10 +93,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..demo import make_tiny_coco
     make_tiny_coco(args.data_root)
     device = device_name()
-    results = check_families(args.families, args.iters, args.work_dir, args.data_root,
-                             args.jobs, args.cfg_options,
-                             keep_checkpoints=not args.discard_checkpoints,
-                             checks=args.checks, epochs=args.epochs)
+    results = run_family_checks(args.families, args.iters, args.work_dir, args.data_root,
+                                args.jobs, args.cfg_options,
+                                keep_checkpoints=not args.discard_checkpoints,
+                                checks=args.checks, epochs=args.epochs)
     table = format_table(results)
     header = (f'# Support matrix on {device}\n\nMeasured by `python tools/support_matrix.py '
               f'--iters {args.iters} --jobs {args.jobs} --checks {" ".join(args.checks)} '

@@ -94,12 +94,12 @@ def micro_batches(batches: Iterable[Sequence[int]], layout: Layout, history: int
             first.extend(batch[:size - len(first)])
         if complete and len(batch) < size:
             batch += [first[n % len(first)] for n in range(size - len(batch))]
-        slices: List[List[Slot]] = [[] for _ in range(layout.micro)]
+        slices: List[List[Slot]] = [[] for _ in range(layout.accumulation)]
         for slot, index in enumerate(batch):
             position = g * size + slot
-            micro = slot // layout.batch_size - layout.rank * layout.micro
-            if 0 <= micro < layout.micro:
-                slices[micro].append((position, index, tuple(earlier)))
+            own = slot // layout.batch_size - layout.rank * layout.accumulation
+            if 0 <= own < layout.accumulation:  # one of this rank's micro-batches
+                slices[own].append((position, index, tuple(earlier)))
             if history:
                 earlier.append((position, index))
         yield from slices
@@ -142,7 +142,7 @@ def check_global_batch(expected: Optional[int], layout: Layout) -> None:
 def describe(layout: Layout) -> str:
     """``'2 rank(s) x batch_size 2 x accumulative_counts 1 = 4'``."""
     return (f'{layout.world_size} rank(s) x batch_size {layout.batch_size} x '
-            f'accumulative_counts {layout.micro} = {layout.global_batch}')
+            f'accumulative_counts {layout.accumulation} = {layout.global_batch}')
 
 
 def global_batch_fix(expected: int, world_size: int) -> str:

@@ -12,14 +12,16 @@ from torch.utils.data import DataLoader
 
 from ..rng.keys import LOADER, derive_seed
 from ..rng.worker_init import worker_init_fn
+from .global_batch_sampler import GlobalBatchSampler
 from .keyed_cache import KEYED_TRANSFORMS, install_keyed_caches, pipeline_transforms
 from .pipeline_rngs import KEYED_LIBRARIES, OwnedGenerator
+from .rank_batch_sampler import RankBatchSampler
 from .sample_fetch import install_sample_seeding, owned_generators
-from .seeded_batch_sampler import SeededBatchSampler
 
 #: DataLoader arguments that are replaced (not copied) when the loader is rebuilt.
 _REPLACED = {'self', 'dataset', 'batch_size', 'shuffle', 'sampler', 'batch_sampler',
              'drop_last', 'generator', 'worker_init_fn'}
+
 
 def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: int = 1,
                       diff_rank_seed: bool = False, sample_seeding: bool = True,
@@ -38,7 +40,7 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
       ``persistent_workers`` or ``prefetch_factor``.
     - With ``global_batches`` too (a batch sampler built for the whole world, see
       :mod:`~mmrepro.data.global_stream`), this rank trains on its slices of the
-      global batches: the same batches for any number of ranks and ``micro``.
+      global batches: the same batches for any number of ranks and ``accumulative_counts``.
     - With ``keyed_cache`` too, ``CachedMosaic``/``CachedMixUp`` draw their partners
       from the stream by key (:mod:`~mmrepro.data.keyed_cache`): the same with any
       ``num_workers`` and after resume.
@@ -68,6 +70,10 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
     Raises:
         ValueError: With ``strict``, if the pipeline owns a generator mmrepro cannot key.
     """
+    if global_batches is not None and (layout is None or layout.rank != rank):
+        raise ValueError(f'make_reproducible: global_batches needs the layout that takes '
+                         f'its slices, for rank {rank} (layout=Layout(..., rank={rank}, '
+                         f'...)), got layout={layout!r}.')
     if loader.batch_sampler is None:  # batch_size=None: nothing mmrepro can key
         return loader
     batch_sampler = loader.batch_sampler
@@ -75,9 +81,13 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
         if install_sample_seeding(loader.dataset):
             report_generators(owned_generators(loader.dataset), strict, logger)
             history = _cached_transforms(loader.dataset, keyed_cache, logger)
-            batch_sampler = SeededBatchSampler(batch_sampler, seed, rank, world_size,
-                                               diff_rank_seed, logger=logger, history=history,
-                                               global_batches=global_batches, layout=layout)
+            if global_batches is not None:
+                batch_sampler = GlobalBatchSampler(batch_sampler, global_batches, layout, seed,
+                                                   diff_rank_seed, logger=logger,
+                                                   history=history)
+            else:
+                batch_sampler = RankBatchSampler(batch_sampler, seed, rank, world_size,
+                                                 diff_rank_seed, logger=logger, history=history)
         else:
             print_log(
                 f'mmrepro: {type(loader.dataset).__name__} defines its own batched '

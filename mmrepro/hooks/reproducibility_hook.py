@@ -121,8 +121,9 @@ class ReproducibilityHook(Hook):
     def before_train_iter(self, runner, batch_idx: int, data_batch: Any = None) -> None:
         """Key the model's draws to this micro-batch; let the trace hook into the step."""
         state = find_state(runner)
-        if state is not None and state.micro:
-            seed_step(step_key(state.settings.seed, runner.iter, get_rank(), state.micro))
+        if state is not None and state.keyed_accumulation:
+            seed_step(step_key(state.settings.seed, runner.iter, get_rank(),
+                               state.keyed_accumulation))
         if self._tracer is not None:
             self._tracer.before_train_iter(runner, batch_idx, data_batch)
 
@@ -134,9 +135,9 @@ class ReproducibilityHook(Hook):
         self._keeper.after_train_iter(runner, batch_idx)
         if self.nudge_weights:
             state = find_state(runner)
-            micro = state.layout.micro if state is not None and state.layout else 1
-            if (runner.iter + 1) % micro == 0:  # after a step
-                self._nudge(runner, (runner.iter + 1) // micro)
+            accumulation = state.layout.accumulation if state is not None and state.layout else 1
+            if (runner.iter + 1) % accumulation == 0:  # after a step
+                self._nudge(runner, (runner.iter + 1) // accumulation)
 
     @staticmethod
     def _nudge(runner, step: int = 0) -> int:

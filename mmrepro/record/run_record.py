@@ -234,7 +234,7 @@ def layout_record(state: Any) -> Dict[str, Any]:
     if layout is None:
         return {}
     return dict(batch_size=layout.batch_size, world_size=layout.world_size,
-                accumulative_counts=layout.micro, global_batch=layout.global_batch,
+                accumulative_counts=layout.accumulation, global_batch=layout.global_batch,
                 global_stream=bool(state.global_stream))
 
 

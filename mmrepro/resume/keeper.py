@@ -1,10 +1,11 @@
 """Keep what exact resume needs in every checkpoint, and put it back on resume.
 
-:class:`ResumeKeeper` is the resume half of ``ReproducibilityHook``: it follows how far
-training got (the train batch sampler's position), gathers every rank's RNG states
-when a checkpoint is due, writes the ``mmrepro`` section (:mod:`.section`) and, on
-resume, restores RNG states, the data preprocessor's state and the data position right
-before the first new iteration.
+:class:`ResumeKeeper` is the resume half of ``ReproducibilityHook``: it tells the train
+batch sampler how far training got (the sampler holds the position,
+:class:`~mmrepro.data.data_position.DataPosition`), gathers every rank's RNG states when
+a checkpoint is due, writes the ``mmrepro`` section (:mod:`.section`) and, on resume,
+restores RNG states and the data preprocessor's state right before the first new
+iteration, and positions a loader that was built before the checkpoint was known.
 """
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
 from ..data.seeded_batch_sampler import SeededBatchSampler, rank_position
 from ..rng.host_state import ProcessRNGs
 from ..rng.seeding import get_rank, get_world_size
-from ..run.state import find_state
+from ..run.state import ResumeSource, find_state
 from .fast_forward import FastForwardIterator
 from .preprocessor_state import PreprocessorState
-from .section import CONTINUE, EXACT, NOT_RESTORED, build_section, check_section, plan_resume
+from .section import CONTINUE, EXACT, NOT_RESTORED, build_section, check_section, planned
 
 
 class ResumeKeeper:
@@ -32,7 +33,9 @@ class ResumeKeeper:
     """
 
     def __init__(self) -> None:
-        self.position: Optional[Dict[str, Any]] = None  # the batch sampler's state
+        #: Where a sampler that is not mmrepro's got, in its own batches (that sampler
+        #: cannot restore it); a SeededBatchSampler holds its own.
+        self._unkeyed: Optional[Dict[str, Any]] = None
         self._gathered: Optional[List[Dict[str, Any]]] = None
         self._resumed: Optional[Dict[str, Any]] = None
         self._mode = EXACT
@@ -43,16 +46,16 @@ class ResumeKeeper:
         loop = runner.train_loop
         if isinstance(loop, IterBasedTrainLoop):
             epoch = _loader_epoch(runner)
-            self.position = (_consumed(runner, epoch, runner.iter + 1)
-                             if epoch is not None else None)
+            if epoch is not None:
+                self._consumed(runner, epoch, runner.iter + 1)
         else:
-            self.position = _consumed(runner, runner.epoch, batch_idx + 1)
+            self._consumed(runner, runner.epoch, batch_idx + 1)
         self._gather_if_due(runner, by_epoch=False)
 
     def after_train_epoch(self, runner: Any) -> None:
         """The next pass starts a new sampler epoch at batch 0."""
         if isinstance(runner.train_loop, EpochBasedTrainLoop):
-            self.position = _consumed(runner, runner.epoch + 1, 0)
+            self._consumed(runner, runner.epoch + 1, 0)
         self._gather_if_due(runner, by_epoch=True)
 
     def before_save_checkpoint(self, runner: Any, checkpoint: dict) -> None:
@@ -72,7 +75,27 @@ class ResumeKeeper:
         loop = 'iter' if isinstance(runner.train_loop, IterBasedTrainLoop) else 'epoch'
         checkpoint['mmrepro'] = build_section(
             settings.seed, settings.to_dict(), world_size, _batch_size(runner), loop,
-            self.position, rng, PreprocessorState(runner.model).state_dict())
+            self._position(runner), rng, PreprocessorState(runner.model).state_dict())
+
+    def _consumed(self, runner: Any, epoch: int, batches: int) -> None:
+        """Tell the train batch sampler what training consumed (only the loop knows: the
+        loader's workers draw ahead); a sampler that is not mmrepro's is noted here."""
+        sampler = runner.train_dataloader.batch_sampler
+        if isinstance(sampler, SeededBatchSampler):
+            sampler.consumed(epoch, batches)
+        else:
+            self._unkeyed = rank_position(epoch, batches)
+
+    def _position(self, runner: Any) -> Optional[Dict[str, Any]]:
+        """The data position a checkpoint saved now holds (None: unknown)."""
+        sampler = runner.train_dataloader.batch_sampler
+        if not isinstance(sampler, SeededBatchSampler):
+            return self._unkeyed
+        if sampler.position.consumed is None:
+            return None  # nothing consumed or loaded yet: unknown
+        if isinstance(runner.train_loop, IterBasedTrainLoop) and _loader_epoch(runner) is None:
+            return None  # a finite sampler restarted by the iteration loop: MMEngine's
+        return sampler.state_dict()
 
     def _gather_if_due(self, runner: Any, by_epoch: bool) -> None:
         if get_world_size() == 1 or not _checkpoint_due(runner, by_epoch):
@@ -93,21 +116,23 @@ class ResumeKeeper:
         if not runner._resume:
             return
         state = find_state(runner)
-        source = state.resume if state is not None else None
-        if source is not None and source.section is not None:
-            section, plan = source.section, source.plan  # validated when peeked at
-        elif checkpoint.get('mmrepro') is not None:
-            section = check_section(checkpoint['mmrepro'])  # not peeked (a remote file)
-            plan = None
-        else:
+        if state is None:
+            return
+        source = state.resume
+        if (source is None or source.section is None) and \
+                checkpoint.get('mmrepro') is not None:
+            # not peeked at (a remote file): validated here, planned once below
+            source = state.resume = ResumeSource(
+                path=str(runner._load_from or 'checkpoint'), seed=source and source.seed,
+                section=check_section(checkpoint['mmrepro']))
+        if source is None or source.section is None:
             runner.logger.warning(
                 'mmrepro: the checkpoint being resumed has no mmrepro state (written '
                 'without mmrepro?). Cannot restore: ' + '; '.join(NOT_RESTORED) +
                 '. The resumed run will not match an uninterrupted one bit for bit.')
             return
-        if plan is None:
-            plan = plan_resume(section, state.layout if state else None,
-                               bool(state and state.global_stream))
+        section = source.section
+        plan = planned(source, state.layout, state.global_stream)
         if not plan.restores:
             if not (runner.auto_scale_lr or {}).get('enable', False):
                 raise ValueError(f'{plan.reason} Or set auto_scale_lr=dict(enable=True, ...) '
@@ -124,7 +149,7 @@ class ResumeKeeper:
                 f"mmrepro: resuming on another layout ({', '.join(plan.changes)}) with the "
                 f"same global batch: the data stream continues exactly; iteration "
                 f"{meta['iter']} of the checkpoint is iteration {converted} here "
-                f'({plan.micro_to} micro-batch(es) per optimizer step).')
+                f'({plan.accumulation_to} micro-batch(es) per optimizer step).')
             meta['iter'] = converted
         self._resumed, self._mode = section, plan.mode
 
@@ -141,7 +166,6 @@ class ResumeKeeper:
             runner.logger.info('mmrepro: restored the data preprocessor\'s '
                                f"{', '.join(preprocessor.restored)}")
         position = section.get('position')
-        self.position = position
         if not position:
             return
         loop = runner.train_loop
@@ -152,16 +176,14 @@ class ResumeKeeper:
             return
         target = sampler.local_position(position)  # (epoch, this rank's batches)
         if isinstance(loop, IterBasedTrainLoop):
-            if sampler.positioned == target:
+            if sampler.position.loaded == target:
                 loop.dataloader_iterator = FastForwardIterator(loop.dataloader_iterator,
                                                                loop.iter)
             else:  # not positioned before the loop's iterator started: MMEngine replays
                 runner.logger.info('mmrepro: the loader was built before the checkpoint '
                                    'was known; replaying the skipped batches instead.')
-        else:
-            if sampler.positioned != target:
-                sampler.resume_at(*target)
-            find_state(runner).batch_offset = target[1]
+        elif sampler.position.loaded != target:  # built before the checkpoint was known
+            sampler.load_state_dict(position)
         what = 'RNG states and data position' if self._mode == EXACT else 'data position'
         runner.logger.info(f'mmrepro: resumed {what} '
                            f"(sampler epoch {target[0]}, {target[1]} batches done).")
@@ -171,19 +193,6 @@ def _batch_size(runner: Any) -> Optional[int]:
     loader = runner.train_dataloader
     return getattr(loader, 'batch_size', None) or getattr(
         loader.batch_sampler, 'batch_size', None)
-
-
-def _consumed(runner: Any, epoch: int, batches: int) -> Dict[str, Any]:
-    """Tell the train batch sampler what training consumed; return its state.
-
-    Only the loop knows how many batches were trained on (the loader's workers draw
-    ahead); a sampler that is not mmrepro's gets a position in its own batches.
-    """
-    sampler = runner.train_dataloader.batch_sampler
-    if not isinstance(sampler, SeededBatchSampler):
-        return rank_position(epoch, batches)
-    sampler.consumed(epoch, batches)
-    return sampler.state_dict()
 
 
 def _loader_epoch(runner: Any) -> Optional[int]:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ..data.global_stream import describe, global_batch_fix
-from ..data.seeded_batch_sampler import check_position, rank_position
-from ..rng.host_state import check_rng_state
+from ..data.seeded_batch_sampler import position_problem, rank_position
+from ..rng.host_state import rng_state_problem
 from ..run.layout import Layout
 from .checkpoint_io import CheckpointLoadError
 
@@ -74,15 +74,15 @@ class ResumePlan:
             serves) or :data:`REFUSE` (why is in ``reason``).
         changes: How the layout changed, e.g. ``'world size 2 -> 1'``.
         reason: Why it cannot resume exactly (``REFUSE``), one line.
-        micro_from: Micro-batches per optimizer step of the run that wrote it.
-        micro_to: This run's.
+        accumulation_from: Micro-batches per optimizer step of the run that wrote it.
+        accumulation_to: This run's.
     """
 
     mode: str
     changes: List[str] = field(default_factory=list)
     reason: str = ''
-    micro_from: int = 1
-    micro_to: int = 1
+    accumulation_from: int = 1
+    accumulation_to: int = 1
 
     @property
     def restores(self) -> bool:
@@ -92,11 +92,11 @@ class ResumePlan:
     def iteration(self, iteration: int) -> int:
         """The checkpoint's iteration count (its micro-batches) in this run's micro-batches.
 
-        Optimizer steps are the common unit: ``steps x micro_to`` (plus the micro-batches
+        Optimizer steps are the common unit: ``steps x accumulation_to`` (plus the micro-batches
         into the next step, where both runs take the same number per step).
         """
-        steps, partial = divmod(iteration, self.micro_from)
-        return steps * self.micro_to + partial
+        steps, partial = divmod(iteration, self.accumulation_from)
+        return steps * self.accumulation_to + partial
 
 
 def layout_of(section: Dict[str, Any]) -> Optional[Layout]:
@@ -132,10 +132,11 @@ def plan_resume(section: Dict[str, Any], layout: Optional[Layout],
         changes.append(f'world size {world} -> {layout.world_size}')
     if batch not in (None, layout.batch_size):
         changes.append(f'per-rank batch size {batch} -> {layout.batch_size}')
-    if old is not None and old.micro != layout.micro:
-        changes.append(f'accumulative_counts {old.micro} -> {layout.micro}')
+    if old is not None and old.accumulation != layout.accumulation:
+        changes.append(f'accumulative_counts {old.accumulation} -> {layout.accumulation}')
     if not changes:
-        return ResumePlan(EXACT, micro_from=layout.micro, micro_to=layout.micro)
+        return ResumePlan(EXACT, accumulation_from=layout.accumulation,
+                          accumulation_to=layout.accumulation)
     wrote = describe(old) if old is not None else f'{world} rank(s) x batch_size {batch}'
     head = (f"mmrepro: cannot resume exactly: {', '.join(changes)} between the checkpoint "
             f'({wrote}) and this run ({describe(layout)})')
@@ -149,11 +150,30 @@ def plan_resume(section: Dict[str, Any], layout: Optional[Layout],
                           'stream (randomness.global_stream or sample_seeding is off, or the '
                           'sampler is not a config), so only the layout that wrote it can '
                           'resume it.')
-    if position.get('micro_batches') and position['micro'] != layout.micro:
+    if position.get('micro_batches') and position['micro'] != layout.accumulation:
         return ResumePlan(REFUSE, changes, f"{head}: the checkpoint is {position['micro_batches']}"
                           f" of {position['micro']} micro-batches into an optimizer step. "
                           'Resume from a checkpoint saved at a step boundary.')
-    return ResumePlan(CONTINUE, changes, micro_from=old.micro, micro_to=layout.micro)
+    return ResumePlan(CONTINUE, changes, accumulation_from=old.accumulation,
+                      accumulation_to=layout.accumulation)
+
+
+def planned(source: Any, layout: Optional[Layout], global_stream: bool) -> ResumePlan:
+    """The plan of the resumed checkpoint ``source``, decided once the layout is known and
+    kept there.
+
+    Args:
+        source: The run state's :class:`~mmrepro.run.state.ResumeSource` (its
+            section validated).
+        layout: This run's layout (None: unknown, taken as the checkpoint's).
+        global_stream: Whether this run's train loader draws from the global stream.
+    """
+    if source.plan is not None:
+        return source.plan
+    plan = plan_resume(source.section, layout, global_stream)
+    if layout is not None:  # known: the plan is final
+        source.plan = plan
+    return plan
 
 
 def check_section(section: Any, path: str = 'checkpoint') -> Dict[str, Any]:
@@ -183,14 +203,14 @@ def check_section(section: Any, path: str = 'checkpoint') -> Dict[str, Any]:
     if len(section['rng']) != section['world_size']:
         fail(f"{len(section['rng'])} RNG states for world_size {section['world_size']}")
     for state in section['rng']:
-        problem = check_rng_state(state)
+        problem = rng_state_problem(state)
         if problem:
             fail(problem)
     if section['format'] == 1:
         section = from_format_1(section, fail)
     position = section.get('position')
     if position is not None:
-        problem = check_position(position)
+        problem = position_problem(position)
         if problem:
             fail(problem)
     if not isinstance(section.get('preprocessor', {}), dict):

@@ -119,7 +119,7 @@ def restore_rng_state(state: Dict[str, Any]) -> None:
     torch.cuda.set_rng_state(_cpu(cuda[device] if len(cuda) > 1 else cuda[0]), device)
 
 
-def check_rng_state(state: Any) -> Optional[str]:
+def rng_state_problem(state: Any) -> Optional[str]:
     """What is wrong with a state from :func:`capture_rng_state` (None if nothing)."""
     if not (isinstance(state, dict) and isinstance(state.get('torch'), torch.Tensor)
             and isinstance(state.get('python'), (tuple, list))
@@ -145,7 +145,7 @@ class ProcessRNGs:
         Raises:
             ValueError: the state is malformed, or see :func:`restore_rng_state`.
         """
-        problem = check_rng_state(state)
+        problem = rng_state_problem(state)
         if problem:
             raise ValueError(f'mmrepro: cannot restore the RNG states: {problem}.')
         restore_rng_state(state)

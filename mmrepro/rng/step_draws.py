@@ -23,16 +23,16 @@ from .host_state import seed_host_rngs
 from .keys import MODEL, derive_seed
 
 
-def step_key(seed: int, iteration: int, rank: int, micro: int) -> tuple:
+def step_key(seed: int, iteration: int, rank: int, accumulation: int) -> tuple:
     """``(MODEL, seed, optimizer step, slice)`` of a rank's training ``iteration``.
 
     Args:
         seed: The run's seed.
         iteration: The Runner's iteration (a micro-batch under accumulation).
         rank: This process's rank.
-        micro: Micro-batches per optimizer step (``accumulative_counts``).
+        accumulation: Micro-batches per optimizer step (``accumulative_counts``).
     """
-    return (MODEL, seed, *step_and_slice(iteration, rank, micro))
+    return (MODEL, seed, *step_and_slice(iteration, rank, accumulation))
 
 
 def seed_step(key: tuple) -> None:

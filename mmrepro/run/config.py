@@ -314,8 +314,8 @@ def check_training_config(cfg: Any, world_size: Optional[int]) -> None:
     batch_size = loader.get('batch_size') if hasattr(loader, 'get') else None
     if not all(isinstance(n, int) for n in (expected, world_size, batch_size)):
         return
-    micro = accumulative_counts(cfg.get('optim_wrapper') or {})
+    accumulation = accumulative_counts(cfg.get('optim_wrapper') or {})
     try:
-        check_global_batch(expected, Layout(batch_size, 0, world_size, micro))
+        check_global_batch(expected, Layout(batch_size, 0, world_size, accumulation))
     except ValueError as err:
         raise ConfigError(str(err)) from None

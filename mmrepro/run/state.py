@@ -9,7 +9,10 @@ never gets one. Its fields are filled in the order a Runner sets up:
    (:mod:`mmrepro.runner.requested`);
 2. ``settings`` (validated ``randomness``, seed materialised) and ``resume`` (the
    checkpoint to resume, its section validated once) in ``set_randomness``
-   (:mod:`mmrepro.runner.randomness`);
+   (:mod:`mmrepro.runner.randomness`); a checkpoint not peeked at then (a remote file)
+   is validated when it is loaded (:class:`mmrepro.resume.keeper.ResumeKeeper`), and
+   ``resume.plan`` is decided once the layout is known
+   (:func:`mmrepro.resume.section.planned`);
 3. ``audit`` when the model is built, ``ddp`` when it is wrapped;
 4. ``layout``, ``global_stream`` and ``pipeline_generators`` when the train loader is
    built (:mod:`mmrepro.runner.loaders`): computed there once, read by the step clock,
@@ -64,8 +67,6 @@ class RunState:
         ddp: The settings ``DistributedDataParallel`` was built with.
         step_clock: Micro-batches per optimizer step while schedulers count steps (1:
             MMEngine's clock).
-        batch_offset: ``batch_idx`` the next epoch starts at (a resumed, partly done
-            epoch); taken by the epoch loop.
     """
 
     init_args: Dict[str, Any] = field(default_factory=dict)
@@ -78,7 +79,6 @@ class RunState:
     audit: List[Dict[str, Any]] = field(default_factory=list)
     ddp: Dict[str, Any] = field(default_factory=dict)
     step_clock: int = 1
-    batch_offset: int = 0
 
     @property
     def enabled(self) -> bool:
@@ -86,22 +86,17 @@ class RunState:
         return self.settings is not None
 
     @property
-    def micro(self) -> int:
+    def keyed_accumulation(self) -> int:
         """Micro-batches per optimizer step where the global stream keys them, else 0.
 
         Step draws and the trace key each micro-batch by its optimizer step and slice of
         the global batch only where the batches themselves follow the global stream.
         """
-        return self.layout.micro if self.global_stream and self.layout is not None else 0
+        return self.layout.accumulation if self.global_stream and self.layout is not None else 0
 
     def note(self, level: int, text: str) -> None:
         """Keep a line for the Runner's logger (see :func:`log_pending`)."""
         self.messages.append((level, text))
-
-    def take_batch_offset(self) -> int:
-        """The resume offset of the next epoch's ``batch_idx``, once."""
-        offset, self.batch_offset = self.batch_offset, 0
-        return offset
 
 
 def run_state(runner: Any) -> RunState:

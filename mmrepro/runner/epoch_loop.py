@@ -15,7 +15,7 @@ from mmengine.registry import LOOPS
 from mmengine.runner.base_loop import BaseLoop
 from mmengine.runner.loops import EpochBasedTrainLoop
 
-from ..run.state import find_state
+from ..data.seeded_batch_sampler import SeededBatchSampler
 
 #: How a config names MMEngine's epoch loop.
 MMENGINE_NAMES = ('EpochBasedTrainLoop', 'mmengine.EpochBasedTrainLoop', EpochBasedTrainLoop)
@@ -28,16 +28,16 @@ class ReproEpochBasedTrainLoop(EpochBasedTrainLoop):
     def run_epoch(self) -> None:
         """``EpochBasedTrainLoop.run_epoch``, starting ``batch_idx`` at the resume offset.
 
-        Identical to MMEngine's when no offset is set. With one, the DataLoader already
-        skips the consumed batches (at the index level), and hooks see the same
-        ``batch_idx`` as in the run that wrote the checkpoint (logging intervals,
-        end-of-epoch checks). The offset is the run state's ``batch_offset``, which
-        ``ReproducibilityHook`` sets before a resumed epoch.
+        Identical to MMEngine's when the loader is not positioned. Positioned (its batch
+        sampler holds a resume position for this epoch), the loader skips the consumed
+        batches at the index level, and hooks see the same ``batch_idx`` as in the run
+        that wrote the checkpoint (logging intervals, end-of-epoch checks).
         """
-        self.runner.call_hook('before_train_epoch')
+        self.runner.call_hook('before_train_epoch')  # sets the sampler's epoch
         self.runner.model.train()
-        state = find_state(self.runner)
-        start = state.take_batch_offset() if state is not None else 0
+        sampler = getattr(self.dataloader, 'batch_sampler', None)
+        start = (sampler.position.start(sampler.current_epoch())
+                 if isinstance(sampler, SeededBatchSampler) else 0)
         for idx, data_batch in enumerate(self.dataloader, start):
             self.run_iter(idx, data_batch)
         self.runner.call_hook('after_train_epoch')

@@ -8,6 +8,7 @@ from mmengine.logging import print_log
 from mmengine.runner import Runner
 from torch.utils.data import DataLoader
 
+from ..data.global_batch_sampler import GlobalBatchSampler
 from ..data.global_stream import (
     Layout,
     accumulative_counts,
@@ -17,7 +18,7 @@ from ..data.global_stream import (
 from ..data.reproducible_loader import make_reproducible
 from ..data.sample_fetch import owned_generators
 from ..data.seeded_batch_sampler import SeededBatchSampler
-from ..resume.section import plan_resume
+from ..resume.section import planned
 from ..rng.seeding import get_rank, get_world_size
 from ..run.state import run_state
 
@@ -56,8 +57,8 @@ def _reproducible(runner: Any, dataloader: Any, seed: Optional[int]) -> DataLoad
     batch_size = getattr(loader.batch_sampler, 'batch_size', None)
     train = dataloader is runner._train_dataloader
     if train and isinstance(batch_size, int):
-        micro = accumulative_counts(runner.optim_wrapper)
-        layout = Layout(batch_size, get_rank(), world_size, micro)
+        accumulation = accumulative_counts(runner.optim_wrapper)
+        layout = Layout(batch_size, get_rank(), world_size, accumulation)
         check_global_batch(settings.global_batch, layout)
         if settings.global_stream and settings.sample_seeding:
             global_batches = _global_batches(dataloader, loader, base_seed, layout, logger)
@@ -70,9 +71,7 @@ def _reproducible(runner: Any, dataloader: Any, seed: Optional[int]) -> DataLoad
                                strict=settings.strict)
     if train:
         state.pipeline_generators = [g.as_dict() for g in owned_generators(loader.dataset)]
-        sampler = loader.batch_sampler
-        state.global_stream = isinstance(sampler, SeededBatchSampler) and \
-            sampler.layout is not None
+        state.global_stream = isinstance(loader.batch_sampler, GlobalBatchSampler)
     if train and state.resume is not None and state.resume.section is not None:
         _position(loader, state)
     return loader
@@ -83,15 +82,15 @@ def _position(loader: DataLoader, state: Any) -> None:
 
     The section was validated when the checkpoint was peeked at; how this run resumes it
     is decided here, once, now that the layout is known
-    (:func:`~mmrepro.resume.section.plan_resume`), and ``ReproducibilityHook`` follows the
-    same plan. A refused plan positions nothing (the hook then refuses, or with
+    (:func:`~mmrepro.resume.section.planned`), and ``ReproducibilityHook`` follows the
+    same plan. The batch sampler validates the position and holds it until its next
+    pass. A refused plan positions nothing (the hook then refuses, or with
     ``auto_scale_lr`` continues as MMEngine would, and says so).
     """
     resume = state.resume
-    resume.plan = plan_resume(resume.section, state.layout, state.global_stream)
+    plan = planned(resume, state.layout, state.global_stream)
     position = resume.section.get('position')
-    if position and resume.plan.restores and isinstance(loader.batch_sampler,
-                                                        SeededBatchSampler):
+    if position and plan.restores and isinstance(loader.batch_sampler, SeededBatchSampler):
         loader.batch_sampler.load_state_dict(position)
 
 
@@ -107,6 +106,6 @@ def _global_batches(cfg: Any, loader: DataLoader, seed: int, layout: Layout,
         return None
     print_log(f'mmrepro: one batch stream for every layout: global batches of '
               f'{layout.global_batch} = {layout.world_size} rank(s) x batch_size '
-              f'{layout.batch_size} x accumulative_counts {layout.micro}', logger=logger,
+              f'{layout.batch_size} x accumulative_counts {layout.accumulation}', logger=logger,
               level=logging.INFO)
     return batches

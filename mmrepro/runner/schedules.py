@@ -46,13 +46,13 @@ class ScheduleMixin:
     def build_param_scheduler(self: Any, scheduler: Any) -> Any:
         """``Runner.build_param_scheduler``, in optimizer steps under accumulation."""
         state = run_state(self)
-        micro = state.micro
-        if micro <= 1:
+        accumulation = state.keyed_accumulation
+        if accumulation <= 1:
             return super().build_param_scheduler(scheduler)
         with self.train_dataloader.batch_sampler.counting_steps():
             schedulers = super().build_param_scheduler(scheduler)
-        state.step_clock = micro
-        self.logger.info(f'mmrepro: accumulative_counts={micro}: iteration-based '
+        state.step_clock = accumulation
+        self.logger.info(f'mmrepro: accumulative_counts={accumulation}: iteration-based '
                          'parameter schedules step once per optimizer step')
         return schedulers
 
@@ -68,7 +68,7 @@ class ScheduleMixin:
                                                   accumulative_counts(optim_wrapper))
         # MMEngine reads the per-rank batch size from the train loader (a config or a
         # DataLoader) and multiplies it by the world size: give it the micro-batches too.
-        self._train_dataloader = dict(batch_size=batch_size * layout.micro)
+        self._train_dataloader = dict(batch_size=batch_size * layout.accumulation)
         try:
             super().scale_lr(optim_wrapper, auto_scale_lr)
         finally:
@@ -78,7 +78,7 @@ class ScheduleMixin:
             f'mmrepro: auto_scale_lr: learning rates scaled by global batch '
             f'{layout.global_batch} / base_batch_size {base} = {layout.global_batch / base} '
             f'(global batch = {layout.world_size} rank(s) x batch_size {batch_size} x '
-            f'accumulative_counts {layout.micro}, samples per optimizer step)')
+            f'accumulative_counts {layout.accumulation}, samples per optimizer step)')
 
 
 @HOOKS.register_module()

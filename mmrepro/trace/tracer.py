@@ -97,7 +97,7 @@ class Tracer:
         state = find_state(runner)
         layout = state.layout if state is not None else None
         #: Micro-batches per optimizer step (``accumulative_counts``).
-        self.micro = layout.micro if layout is not None else 1
+        self.accumulation = layout.accumulation if layout is not None else 1
         self.sketches = sketches
         self._steps = StepRecorder(model, getattr(runner, 'optim_wrapper', None), rank,
                                    world_size, sketches)
@@ -120,7 +120,7 @@ class Tracer:
         self._active = False
         self._file = open(self.path, 'w')
         header = dict(format=TRACE_FORMAT, version=TRACE_VERSION, interval=interval,
-                      points=POINTS, micro=self.micro,
+                      points=POINTS, micro=self.accumulation,
                       global_batch=layout.global_batch if layout is not None else None,
                       rank=rank, world_size=world_size, forward=forward,
                       modules={name: type(module).__name__ for name, module in self._modules})
@@ -130,19 +130,19 @@ class Tracer:
     def traced(self, iteration: int) -> bool:
         """Whether the 0-based ``iteration`` is traced: every micro-batch of a traced
         optimizer step (:func:`~mmrepro.trace.steps.traced_step`)."""
-        return traced_step(iteration // self.micro + 1, self.interval)
+        return traced_step(iteration // self.accumulation + 1, self.interval)
 
     def before_train_iter(self, runner: Any, batch_idx: int, data_batch: Any = None) -> None:
         """Digest the batch's samples and install the hooks when this iteration is traced."""
         if not self.traced(runner.iter) or self._file is None:
             return
         self._active = True
-        self._steps.begin(runner.iter // self.micro + 1)
+        self._steps.begin(runner.iter // self.accumulation + 1)
         self._local = sample_digests(data_batch)
         self._data = self._local
         if self._world_size > 1:  # every rank traces this iteration: list the global batch
             from mmengine.dist import all_gather_object
-            place = step_and_slice(runner.iter, self._rank, self.micro)[1]
+            place = step_and_slice(runner.iter, self._rank, self.accumulation)[1]
             self._data = global_slots(all_gather_object((place, self._data)))
         for name, module in self._modules if self.forward else ():
             self._handles.append(module.register_forward_hook(partial(self._on_forward, name)))
@@ -175,9 +175,9 @@ class Tracer:
             line[FORWARD_SKETCH] = read_back(self._sketches)
             self._sketches, self._sketch_calls = {}, {}
         line.update({s: {} for s in (SECTIONS if self.forward else SECTIONS[1:])})
-        step, place = step_and_slice(runner.iter, self._rank, self.micro)
+        step, place = step_and_slice(runner.iter, self._rank, self.accumulation)
         self._steps.add(place, self._local, line['losses'])
-        if (runner.iter + 1) % self.micro == 0:  # the step's last micro-batch
+        if (runner.iter + 1) % self.accumulation == 0:  # the step's last micro-batch
             fields, grads = self._steps.finish(step + 1)
             line.update(fields, step_grad={})
             if grads is not None:

@@ -6,7 +6,7 @@ import os.path as osp
 import pytest
 
 from mmrepro.checks import support_matrix as sm
-from mmrepro.checks.epoch_resume import check_epoch_resume
+from mmrepro.checks.epoch_resume import run_epoch_resume_check
 
 #: One process per run, 8 of the 16 images at 4 per batch: 2 iterations per epoch, so the
 #: 4 epochs train in seconds.
@@ -25,8 +25,8 @@ EIGHT_IMAGES = {'rtmdet': 'train_dataloader.dataset.indices=8',
 def test_resumed_from_every_epoch_the_end_is_identical(family, switch, data_root,
                                                        tmp_path, monkeypatch):
     monkeypatch.setenv(sm.DATA_ENV, data_root + '/')
-    result = check_epoch_resume(sm.config_path(family), str(tmp_path), 4,
-                                cfg_options=(*FAST, EIGHT_IMAGES[family]), mid_epoch=True)
+    result = run_epoch_resume_check(sm.config_path(family), str(tmp_path), 4,
+                                    cfg_options=(*FAST, EIGHT_IMAGES[family]), mid_epoch=True)
     assert osp.isfile(tmp_path / 'from_1' / 'epoch_4.pth')
     assert osp.isfile(tmp_path / 'to_mid' / 'iter_3.pth')  # 2 iterations per epoch
     assert not osp.exists(tmp_path / 'to_mid' / 'iter_4.pth')

@@ -1,6 +1,6 @@
 """The model zoo: every family's mmdet config trains bit-exactly (the support matrix).
 
-Session-scoped calls of :func:`check_families` run ``check_repro`` on all twelve zoo
+Session-scoped calls of :func:`run_family_checks` run ``check_repro`` on all twelve zoo
 configs (two runs each through ``tools/train.py``, two families at a time; RTMDet and
 YOLOX once, with the num_workers and mid-epoch resume checks as well); the per-family
 tests read their results.
@@ -41,10 +41,10 @@ RUN_OPTIONS = ('train_dataloader.num_workers=0', 'train_dataloader.persistent_wo
 @pytest.fixture(scope='session')
 def mixing_results(tmp_path_factory, data_root):
     """RTMDet and YOLOX: rerun, num_workers 0 vs 2, resumed mid-epoch (check_repro)."""
-    results = sm.check_families(('rtmdet', 'yolox'), iters=4, jobs=1, data_root=data_root,
-                                work_dir=str(tmp_path_factory.mktemp('mixing')),
-                                cfg_options=RUN_OPTIONS, keep_checkpoints=False,
-                                checks=('workers', 'resume'))
+    results = sm.run_family_checks(('rtmdet', 'yolox'), iters=4, jobs=1, data_root=data_root,
+                                   work_dir=str(tmp_path_factory.mktemp('mixing')),
+                                   cfg_options=RUN_OPTIONS, keep_checkpoints=False,
+                                   checks=('workers', 'resume'))
     return {r.family: r for r in results}
 
 
@@ -52,9 +52,9 @@ def mixing_results(tmp_path_factory, data_root):
 def zoo_results(tmp_path_factory, data_root, mixing_results):
     """Every family: the rerun check; RTMDet's and YOLOX's from ``mixing_results``."""
     others = [family for family in sm.FAMILIES if family not in mixing_results]
-    results = sm.check_families(others, iters=2, jobs=2, data_root=data_root,
-                                work_dir=str(tmp_path_factory.mktemp('zoo')),
-                                cfg_options=RUN_OPTIONS, keep_checkpoints=False, checks=())
+    results = sm.run_family_checks(others, iters=2, jobs=2, data_root=data_root,
+                                   work_dir=str(tmp_path_factory.mktemp('zoo')),
+                                   cfg_options=RUN_OPTIONS, keep_checkpoints=False, checks=())
     return {**{r.family: r for r in results}, **mixing_results}
 
 

@@ -5,7 +5,7 @@ from mmengine.registry import DATASETS
 from mmengine.runner import Runner
 from support.mmdet_data import coco, loader_cfg
 
-from mmrepro.data import SeededBatchSampler
+from mmrepro.data import GlobalBatchSampler
 from mmrepro.data.global_stream import (
     Layout,
     accumulative_counts,
@@ -22,7 +22,7 @@ LAYOUTS = [(4, 1, 1), (2, 2, 1), (1, 4, 1), (2, 1, 2), (1, 2, 2), (1, 1, 4)]
 
 def test_slices_positions_and_completion():
     batches = [[10, 11, 12, 13], [14, 15, 16, 17], [18, 19]]
-    rank1 = list(micro_batches(batches, Layout(1, rank=1, world_size=2, micro=2), history=3))
+    rank1 = list(micro_batches(batches, Layout(1, rank=1, world_size=2, accumulation=2), history=3))
     assert [[(p, i) for p, i, _ in slots] for slots in rank1] == [
         [(2, 12)], [(3, 13)], [(6, 16)], [(7, 17)], [(10, 10)], [(11, 11)]]
     # The samples just before it in the global stream, whichever rank trains on them.
@@ -48,9 +48,8 @@ def _stream(data_root, layout, sampler=None, epoch=0):
         rank_sampler.set_epoch(epoch)  # what DistSamplerSeedHook sets
         local = Runner.build_dataloader(dict(cfg, sampler=rank_sampler), seed=SEED)
         global_batches = build_global_batch_sampler(cfg, dataset, SEED, batch * world * micro)
-        seeded = SeededBatchSampler(local.batch_sampler, SEED, rank, world,
-                                    global_batches=global_batches,
-                                    layout=Layout(batch, rank, world, micro))
+        seeded = GlobalBatchSampler(local.batch_sampler, global_batches,
+                                    Layout(batch, rank, world, micro), SEED)
         assert len(seeded) == 4 * micro  # ceil(16 / 4) global batches
         for n, indices in enumerate(seeded):
             per_global.setdefault(n // micro, {})[rank * micro + n % micro] = [
@@ -89,7 +88,7 @@ def test_accumulative_counts_of_configs_and_wrappers():
 
 
 def test_a_layout_that_misses_the_global_batch_is_an_error():
-    check_global_batch(16, Layout(2, world_size=2, micro=4))  # 2 x 2 x 4
+    check_global_batch(16, Layout(2, world_size=2, accumulation=4))  # 2 x 2 x 4
     check_global_batch(None, Layout(3, world_size=5))
     with pytest.raises(ValueError) as info:
         check_global_batch(16, Layout(2, world_size=2))

@@ -8,6 +8,7 @@ from mmengine.dataset import DefaultSampler, InfiniteSampler
 from torch.utils.data import DataLoader, Dataset
 
 from mmrepro.data import make_reproducible
+from mmrepro.data.seeded_batch_sampler import rank_position
 
 
 class RandomAugDataset(Dataset):
@@ -80,7 +81,7 @@ def test_infinite_sampler_stream_and_resume_skip():
     it = iter(loader)
     full = [next(it) for _ in range(10)]
     loader2, _ = _loader(2, epoch_sampler=InfiniteSampler)
-    loader2.batch_sampler.resume_at(0, 6)
+    loader2.batch_sampler.load_state_dict(rank_position(0, 6))
     it2 = iter(loader2)
     assert [next(it2) for _ in range(4)] == full[6:]
 
@@ -91,7 +92,7 @@ def test_epoch_resume_skips_at_index_level():
     full = list(loader)
     loader2, sampler2 = _loader(2)
     sampler2.set_epoch(1)
-    loader2.batch_sampler.resume_at(1, 2)
+    loader2.batch_sampler.load_state_dict(rank_position(1, 2))
     assert list(loader2) == full[2:]
 
 
@@ -138,3 +139,17 @@ def test_second_loader_over_a_patched_dataset_draws_anew_each_batch():
     unpatched = DataLoader(RandomAugDataset(), batch_size=3, shuffle=False, num_workers=0,
                            collate_fn=_collate)
     assert draws == [tuple(item[1:] for item in batch) for batch in unpatched]
+
+
+def test_the_global_stream_needs_this_ranks_layout():
+    dataset = RandomAugDataset()
+    loader = DataLoader(dataset, batch_size=3, collate_fn=_collate)
+    batches = loader.batch_sampler
+    with pytest.raises(ValueError, match=r'^make_reproducible: global_batches needs the '
+                       r'layout that takes its slices, for rank 1 \(layout=Layout\(\.\.\., '
+                       r'rank=1, \.\.\.\)\), got layout=None\.$'):
+        make_reproducible(loader, 0, rank=1, world_size=2, global_batches=batches)
+    from mmrepro.run.layout import Layout
+    with pytest.raises(ValueError, match=r'got layout=Layout\(batch_size=3, rank=0'):
+        make_reproducible(loader, 0, rank=1, world_size=2, global_batches=batches,
+                          layout=Layout(3, 0, 2))

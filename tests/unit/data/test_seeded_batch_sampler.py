@@ -3,8 +3,8 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
-from mmrepro.data import SeededBatchSampler
-from mmrepro.data.seeded_batch_sampler import check_position, rank_position
+from mmrepro.data import GlobalBatchSampler, RankBatchSampler
+from mmrepro.data.seeded_batch_sampler import position_problem, rank_position
 from mmrepro.rng.keys import sample_key
 from mmrepro.run.layout import Layout
 
@@ -16,11 +16,10 @@ def _sampler(batch_size, world_size=1, micro=1, rank=0, global_stream=True):
     ``batch_size x world_size x micro``."""
     local = BatchSampler(SequentialSampler(range(32)), batch_size, drop_last=False)
     if not global_stream:
-        return SeededBatchSampler(local, SEED, rank, world_size)
+        return RankBatchSampler(local, SEED, rank, world_size)
     size = batch_size * world_size * micro
     batches = BatchSampler(SequentialSampler(range(32)), size, drop_last=False)
-    return SeededBatchSampler(local, SEED, rank, world_size, global_batches=batches,
-                              layout=Layout(batch_size, rank, world_size, micro))
+    return GlobalBatchSampler(local, batches, Layout(batch_size, rank, world_size, micro), SEED)
 
 
 def _indices(sampler):
@@ -33,10 +32,10 @@ def test_position_is_in_global_batches_and_round_trips():
     sampler.consumed(1, 6)
     state = sampler.state_dict()
     assert state == dict(epoch=1, global_batches=3, global_batch=4)
-    assert check_position(state) is None
+    assert position_problem(state) is None
     fresh = _sampler(2, micro=2)
     fresh.load_state_dict(state)
-    assert fresh.positioned == (1, 6)
+    assert fresh.position.loaded == (1, 6)
     assert fresh.state_dict() == state
 
 
@@ -47,7 +46,7 @@ def test_a_position_between_optimizer_steps_round_trips_on_its_own_layout():
     assert state == dict(epoch=0, global_batches=2, global_batch=4, micro_batches=1, micro=2)
     fresh = _sampler(2, micro=2)
     fresh.load_state_dict(state)
-    assert fresh.positioned == (0, 5)
+    assert fresh.position.loaded == (0, 5)
     assert fresh.state_dict() == state
     other = _sampler(2, world_size=2)  # the same global batch, one micro-batch a step
     with pytest.raises(ValueError, match='not at a step boundary'):
@@ -61,7 +60,7 @@ def test_another_layout_of_the_same_global_batch_continues_the_stream():
     for batch_size, world_size, micro in ((4, 1, 1), (1, 2, 2), (1, 1, 4)):
         reader = _sampler(batch_size, world_size, micro)
         reader.load_state_dict(state)
-        assert reader.positioned == (0, 2 * micro)
+        assert reader.position.loaded == (0, 2 * micro)
         assert _indices(reader)[0] == list(range(8, 8 + batch_size))
 
 
@@ -79,7 +78,7 @@ def test_without_the_global_stream_the_position_is_in_the_rank_s_batches():
     assert state == dict(epoch=2, batches=3, unit='rank') == rank_position(2, 3)
     fresh = _sampler(4, world_size=2, global_stream=False)
     fresh.load_state_dict(state)
-    assert fresh.positioned == (2, 3) and fresh.state_dict() == state
+    assert fresh.position.loaded == (2, 3) and fresh.state_dict() == state
     # A position in a rank's batches is taken as it is (same layout, checked by the caller).
     stream = _sampler(4)
     stream.load_state_dict(dict(epoch=0, batches=3, unit='rank'))
@@ -104,7 +103,7 @@ def test_a_positioned_pass_skips_the_consumed_batches():
     dict(epoch=0, global_batches=1, global_batch=4, extra=1),
 ])
 def test_malformed_positions_are_named(state):
-    assert check_position(state).startswith('position ')
+    assert position_problem(state).startswith('position ')
     with pytest.raises(ValueError, match='cannot position the train loader: position '):
         _sampler(2).load_state_dict(state)
 
@@ -116,8 +115,8 @@ def test_every_index_carries_the_key_of_its_place_in_the_epochs_stream():
     assert [int(i) for i in first] == [0, 1, 2, 3]  # the wrapped sampler's batch, as is
     # local positions 0..3 of rank 1 of 2: global positions 1, 3, 5, 7; rank not mixed in
     assert [i.key for i in first] == [sample_key(SEED, 0, 2 * n + 1, n) for n in range(4)]
-    mixed = SeededBatchSampler(BatchSampler(SequentialSampler(range(32)), 4, False), SEED,
-                               rank=1, world_size=2, diff_rank_seed=True)
+    mixed = RankBatchSampler(BatchSampler(SequentialSampler(range(32)), 4, False), SEED,
+                             rank=1, world_size=2, diff_rank_seed=True)
     assert [i.key for i in next(iter(mixed))] == [sample_key(SEED, 0, 2 * n + 1, n, 1)
                                                   for n in range(4)]
 
@@ -138,27 +137,32 @@ def test_len_counts_micro_batches_or_optimizer_steps():
         assert len(sampler) == 8
     assert len(sampler) == 16
     assert len(_sampler(4, global_stream=False)) == 8
-    assert sampler.batch_size == 2 and sampler.drop_last is False  # the wrapped sampler's
+    assert sampler.batch_size == 2 and sampler.drop_last is False  # this rank's sampler's
+    assert not hasattr(_sampler(4, global_stream=False), 'counting_steps')
 
 
-def test_the_global_stream_needs_its_layout():
-    batches = BatchSampler(SequentialSampler(range(8)), 4, drop_last=False)
-    with pytest.raises(ValueError, match=r'^SeededBatchSampler: global_batches needs the '
-                       r'layout that takes its slices \(layout=Layout\(\.\.\.\)\)\.$'):
-        SeededBatchSampler(batches, SEED, global_batches=batches)
+def test_the_pending_position_is_read_by_the_loop_and_applied_once():
+    sampler = _sampler(2, micro=2)
+    whole = _indices(sampler)
+    sampler.load_state_dict(dict(epoch=0, global_batches=1, global_batch=4))
+    assert sampler.position.start(0) == 2 and sampler.position.start(1) == 0
+    assert _indices(sampler) == whole[2:]
+    assert sampler.position.start(0) == 0  # applied: the next pass is whole
+    assert sampler.state_dict() == dict(epoch=0, global_batches=1, global_batch=4)
 
 
 def test_a_position_in_another_epoch_skips_nothing():
     sampler = _sampler(2, micro=2)
     whole = _indices(sampler)
-    sampler.resume_at(3, 2)  # the sampler is at epoch 0
+    sampler.load_state_dict(rank_position(3, 2))  # the sampler is at epoch 0
+    assert sampler.position.start(0) == 0
     assert _indices(sampler) == whole
-    assert sampler.positioned == (3, 2)
+    assert sampler.position.loaded == (3, 2) and sampler.position.start(3) == 0  # taken
 
 
 def test_a_sampler_drawing_from_the_global_rng_is_isolated():
     def shuffled(seed):
-        return SeededBatchSampler(BatchSampler(RandomSampler(range(32)), 4, False), seed)
+        return RankBatchSampler(BatchSampler(RandomSampler(range(32)), 4, False), seed)
 
     torch.manual_seed(0)
     before = torch.get_rng_state()

@@ -127,7 +127,7 @@ def test_layout_of_reads_the_layout_from_the_position():
 
 def test_the_same_layout_resumes_exactly():
     plan = plan_resume(_written_by(2, micro=2), Layout(2, 0, 1, 2), global_stream=True)
-    assert plan == ResumePlan(EXACT, micro_from=2, micro_to=2)
+    assert plan == ResumePlan(EXACT, accumulation_from=2, accumulation_to=2)
     assert plan.restores and plan.iteration(10) == 10
     assert plan_resume(_written_by(2), None, global_stream=False) == ResumePlan(EXACT)
 
@@ -136,7 +136,7 @@ def test_another_layout_of_the_same_global_batch_continues():
     plan = plan_resume(_written_by(2, world_size=2), Layout(2, 0, 1, 2), global_stream=True)
     assert plan.mode == CONTINUE and plan.restores and plan.reason == ''
     assert plan.changes == ['world size 2 -> 1', 'accumulative_counts 1 -> 2']
-    assert (plan.micro_from, plan.micro_to) == (1, 2)
+    assert (plan.accumulation_from, plan.accumulation_to) == (1, 2)
     # iteration 6 of 2 ranks (6 optimizer steps) is iteration 12 of 1 process x 2
     assert plan.iteration(6) == 12
     back = plan_resume(_written_by(2, micro=2), Layout(2, 0, 2, 1), global_stream=True)

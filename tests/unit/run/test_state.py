@@ -37,19 +37,13 @@ def test_settings_enable_it():
     assert not enabled(runner) and settings_of(runner) is None
 
 
-def test_micro_counts_only_where_the_global_stream_keys_the_batches():
+def test_keyed_accumulation_counts_only_where_the_global_stream_keys_the_batches():
     state = RunState()
-    assert state.micro == 0  # no layout yet
+    assert state.keyed_accumulation == 0  # no layout yet
     state.layout = Layout(2, 0, 1, 4)
-    assert state.micro == 0  # the stream is off
+    assert state.keyed_accumulation == 0  # the stream is off
     state.global_stream = True
-    assert state.micro == 4
-
-
-def test_the_batch_offset_is_taken_once():
-    state = RunState(batch_offset=6)
-    assert state.take_batch_offset() == 6
-    assert state.take_batch_offset() == 0 and state.batch_offset == 0
+    assert state.keyed_accumulation == 4
 
 
 def test_lines_are_kept_until_the_runners_own_logger_exists(tmp_path):
@@ -82,4 +76,5 @@ def test_a_runner_fills_its_state_as_it_sets_up(tmp_path):
     assert state.settings.deterministic is True and state.settings.global_stream is True
     assert state.layout is None  # the train loader is not built yet
     runner.train()
-    assert state.layout == Layout(4, 0, 1, 1) and state.global_stream and state.micro == 1
+    assert state.layout == Layout(4, 0, 1, 1) and state.global_stream
+    assert state.keyed_accumulation == 1

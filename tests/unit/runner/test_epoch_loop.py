@@ -57,21 +57,19 @@ def test_a_resumed_epoch_numbers_its_batches_as_the_original_run(tmp_path):
                            load_from=str(tmp_path / 'full' / 'iter_10.pth'))
     assert seen == full[10:]  # epoch 1 from batch_idx 2: (1, 2, 10), (1, 3, 11), ...
     assert seen[0] == (1, 2, 10) and seen[6] == (2, 0, 16)
-    assert run_state(resumed).batch_offset == 0  # taken once, by the resumed epoch
+    position = resumed.train_dataloader.batch_sampler.position
+    assert position.loaded == (1, 2) and position.start(1) == 0  # applied once
 
 
-def test_the_offset_is_taken_by_the_next_epoch_only(tmp_path):
+def test_a_positioned_epoch_numbers_from_its_position_and_the_next_from_zero(tmp_path):
     runner = Runner(**runner_kwargs(tmp_path, [dict(type='ReproducibilityHook',
                                                     trace_interval=0),
                                                dict(type='BatchProbe')]))
-    state = run_state(runner)
-    state.batch_offset = 5
-    assert state.take_batch_offset() == 5 and state.take_batch_offset() == 0
-    state.batch_offset = 3  # as ReproducibilityHook sets it before a resumed epoch
+    sampler = runner.train_loop.dataloader.batch_sampler
+    sampler.load_state_dict(dict(epoch=0, global_batches=3, global_batch=4))
     runner.train()
     seen = next(h for h in runner.hooks if isinstance(h, BatchProbe)).seen
-    # Only the numbers move: the loader was not positioned, so epoch 0 has 8 batches.
-    assert [b for e, b, _ in seen if e == 0] == list(range(3, 11))
+    assert [b for e, b, _ in seen if e == 0] == list(range(3, 8))  # 3 batches skipped
     assert [b for e, b, _ in seen if e > 0] == list(range(8)) * 2
 
 
