@@ -18,6 +18,25 @@ A partner that the same process computed recently (it was a sample there, or a
 partner) is taken from a memo instead of being recomputed; with ``num_workers=0``
 nearly every partner is. The first samples of an epoch see a shorter cache, as a
 freshly started worker does.
+
+Three mechanisms do this without changing MMDetection's transforms, and none can be made
+plainer without losing exactness or the memo's speed:
+
+- **A list look-alike.** ``CachedMosaic``/``CachedMixUp`` keep their cache in the
+  attribute ``results_cache`` and use it as a list (``append``, ``len``, indexing,
+  ``pop``); they take no cache object and offer no hook, so :class:`KeyedCache` answers
+  those four operations, and is that plain list outside a keyed fetch.
+- **A frame stack** (``_FRAMES``, one per process: loader workers are processes). The
+  transform is called by the dataset's pipeline with the sample's results only, not its
+  key; the fetch that seeded the sample (:func:`fetching`) pushes the key, and a partner
+  computed meanwhile pushes its own. A worker fetches one sample at a time, so the
+  innermost frame is always the sample being transformed.
+- **An exception that stops a pipeline partway** (``_Reached``). A partner is the
+  sample's own pipeline run up to this transform with the partner's key. MMEngine's
+  ``Compose`` runs every transform and has no way to stop early, so the cache raises
+  when the partner reaches it, carrying the results; running the whole pipeline
+  instead would cost every later transform and could draw from the partner's key past
+  the point the original sample did.
 """
 from __future__ import annotations
 
