@@ -91,7 +91,7 @@ def test_explicit_seed_wins_on_a_reprorunner(tmp_path):
     assert runner.build_dataloader(_loader_cfg(), seed=runner.seed).sampler.seed == 7
     loader = runner.build_dataloader(_loader_cfg())
     assert loader.sampler.seed == 7
-    assert type(loader.batch_sampler).__name__ == 'SeededBatchSampler'  # rebuilt
+    assert type(loader.batch_sampler).__name__ == 'RankBatchSampler'  # not the train loader
 
 
 def test_plain_runner_is_mmengine(tmp_path):
