@@ -1,40 +1,11 @@
-"""Resume at every epoch and mid-epoch across the switch hooks: RTMDet and YOLOX identical."""
-from __future__ import annotations
-
-import os.path as osp
-
+"""Resume at every epoch and mid-epoch across RTMDet's PipelineSwitchHook: identical (YOLOX:
+test_epoch_resume_yolox.py)."""
 import pytest
-
-from mmrepro.checks import support_matrix as sm
-from mmrepro.checks.epoch_resume import run_epoch_resume_check
-
-#: One process per run, 8 of the 16 images at 4 per batch: 2 iterations per epoch, so the
-#: 4 epochs train in seconds.
-FAST = ('train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=False',
-        'train_dataloader.batch_size=4')
-#: Where each family's dataset takes its first 8 images (YOLOX: inside its mixing wrapper).
-EIGHT_IMAGES = {'rtmdet': 'train_dataloader.dataset.indices=8',
-                'yolox': 'train_dataloader.dataset.dataset.indices=8'}
+from support.epoch_resume import resumed_from_every_epoch_the_end_is_identical
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('family, switch', [
-    ('rtmdet', 'PipelineSwitchHook at epoch 2'),
-    ('yolox', 'YOLOXModeSwitchHook at epoch 2'),
-])
-def test_resumed_from_every_epoch_the_end_is_identical(family, switch, data_root,
-                                                       tmp_path, monkeypatch):
-    monkeypatch.setenv(sm.DATA_ENV, data_root + '/')
-    result = run_epoch_resume_check(sm.config_path(family), str(tmp_path), 4,
-                                    cfg_options=(*FAST, EIGHT_IMAGES[family]), mid_epoch=True)
-    assert osp.isfile(tmp_path / 'from_1' / 'epoch_4.pth')
-    assert osp.isfile(tmp_path / 'to_mid' / 'iter_3.pth')  # 2 iterations per epoch
-    assert not osp.exists(tmp_path / 'to_mid' / 'iter_4.pth')
-    for path in tmp_path.rglob('*.pth'):  # ten checkpoints with EMA and optimizer
-        path.unlink()
-    assert result.error is None
-    assert result.switches == [switch]
-    assert result.parts == ['weights', 'EMA', 'optimizer']
-    assert result.differing == {}
-    assert result.mid == 3
-    assert result.describe() == f'yes ({switch}; also from iteration 3; weights, EMA, optimizer)'
+def test_rtmdet_resumed_from_every_epoch_the_end_is_identical(data_root, tmp_path,
+                                                              monkeypatch):
+    resumed_from_every_epoch_the_end_is_identical(
+        'rtmdet', 'PipelineSwitchHook at epoch 2', data_root, tmp_path, monkeypatch)
