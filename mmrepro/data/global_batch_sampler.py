@@ -5,9 +5,8 @@ import contextlib
 from typing import Any, Dict, Iterator, List
 
 from ..run.layout import Layout
-from .data_position import Position
 from .global_stream import Slot, micro_batches
-from .seeded_batch_sampler import SeededBatchSampler, step_boundary_problem
+from .seeded_batch_sampler import SeededBatchSampler
 
 
 class GlobalBatchSampler(SeededBatchSampler):
@@ -80,15 +79,11 @@ class GlobalBatchSampler(SeededBatchSampler):
             state.update(micro_batches=partial, micro=self.layout.accumulation)
         return state
 
-    def _local(self, state: Dict[str, Any]) -> Position:
-        """Global batches as ``g x accumulation`` micro-batches of this layout."""
-        if state['global_batch'] != self.layout.global_batch:
+    def _accumulation(self, global_batch: int) -> int:
+        """This layout's ``accumulation``, for global batches of this run's size only."""
+        if global_batch != self.layout.global_batch:
             raise ValueError(
                 f"mmrepro: cannot position the train loader: the position counts global "
-                f"batches of {state['global_batch']} samples, this run's are "
+                f"batches of {global_batch} samples, this run's are "
                 f'{self.layout.global_batch}.')
-        problem = step_boundary_problem(state, self.layout.accumulation)
-        if problem:
-            raise ValueError(f'mmrepro: cannot position the train loader: {problem}.')
-        return (state['epoch'],
-                state['global_batches'] * self.layout.accumulation + state.get('micro_batches', 0))
+        return self.layout.accumulation

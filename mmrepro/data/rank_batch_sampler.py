@@ -4,9 +4,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Dict, Iterator, List
 
-from .data_position import Position
 from .global_stream import Slot
-from .seeded_batch_sampler import SeededBatchSampler, rank_position, step_boundary_problem
+from .seeded_batch_sampler import SeededBatchSampler, rank_position
 
 
 class RankBatchSampler(SeededBatchSampler):
@@ -55,18 +54,13 @@ class RankBatchSampler(SeededBatchSampler):
     def _state(self, epoch: int, batches: int) -> Dict[str, Any]:
         return rank_position(epoch, batches)
 
-    def _local(self, state: Dict[str, Any]) -> Position:
-        """Global batches as this rank's batches: each is ``global_batch / (batch_size x
-        world_size)`` of them."""
+    def _accumulation(self, global_batch: int) -> int:
+        """``global_batch / (batch_size x world_size)``: this rank's batches per global
+        batch."""
         per_step = self.batch_size * self.world_size if isinstance(self.batch_size, int) else 0
-        if not per_step or state['global_batch'] % per_step:
+        if not per_step or global_batch % per_step:
             raise ValueError(
                 f"mmrepro: cannot position the train loader: the position counts global "
-                f"batches of {state['global_batch']} samples, which this loader's "
-                'per-rank batches do not divide.')
-        accumulation = state['global_batch'] // per_step
-        problem = step_boundary_problem(state, accumulation)
-        if problem:
-            raise ValueError(f'mmrepro: cannot position the train loader: {problem}.')
-        batches = state['global_batches'] * accumulation + state.get('micro_batches', 0)
-        return state['epoch'], batches
+                f"batches of {global_batch} samples, which this loader's per-rank batches "
+                'do not divide.')
+        return global_batch // per_step

@@ -127,7 +127,14 @@ class SeededBatchSampler:
             raise ValueError(f'mmrepro: cannot position the train loader: {problem}.')
         if state.get('unit') == 'rank':
             return state['epoch'], state['batches']
-        return self._local(state)
+        accumulation = self._accumulation(state['global_batch'])
+        partial = state.get('micro_batches', 0)
+        if partial and state['micro'] != accumulation:
+            raise ValueError(
+                f"mmrepro: cannot position the train loader: the position is {partial} of "
+                f"{state['micro']} micro-batches into an optimizer step, not at a step "
+                f'boundary, and this run takes {accumulation} per step.')
+        return state['epoch'], state['global_batches'] * accumulation + partial
 
     def __iter__(self) -> Iterator[List[SeededIndex]]:
         epoch = self.current_epoch()
@@ -165,20 +172,13 @@ class SeededBatchSampler:
         """``(epoch, this rank's batches)`` in a checkpoint's units."""
         raise NotImplementedError
 
-    def _local(self, state: Dict[str, Any]) -> Position:
-        """A well-formed position in global batches, in this rank's batches."""
+    def _accumulation(self, global_batch: int) -> int:
+        """This rank's batches per global batch of ``global_batch`` samples.
+
+        Raises:
+            ValueError: This sampler cannot take global batches of that size.
+        """
         raise NotImplementedError
-
-
-def step_boundary_problem(state: Dict[str, Any], accumulation: int) -> Optional[str]:
-    """Why a global-batch position cannot be taken with ``accumulation`` micro-batches per
-    optimizer step."""
-    partial = state.get('micro_batches', 0)
-    if partial and state['micro'] != accumulation:
-        return (f"the position is {partial} of {state['micro']} micro-batches into an "
-                'optimizer step, not at a step boundary, and this run takes '
-                f'{accumulation} per step')
-    return None
 
 
 def rank_position(epoch: int, batches: int) -> Dict[str, Any]:
