@@ -21,6 +21,7 @@ from ..rng.seeding import get_rank, get_world_size
 from ..run.state import ResumeSource, find_state
 from .fast_forward import FastForwardIterator
 from .preprocessor_state import PreprocessorState
+from .rank_buffers import broadcast_buffers
 from .section import CONTINUE, EXACT, NOT_RESTORED, build_section, check_section, planned
 
 
@@ -98,9 +99,12 @@ class ResumeKeeper:
         return sampler.state_dict()
 
     def _gather_if_due(self, runner: Any, by_epoch: bool) -> None:
+        """Where a checkpoint is due (every rank asks): gather every rank's RNG states,
+        and give every rank rank 0's buffers, which the checkpoint holds."""
         if get_world_size() == 1 or not _checkpoint_due(runner, by_epoch):
             return
         self._gathered = all_gather_object(ProcessRNGs().state_dict())
+        broadcast_buffers(runner)
 
     # --------------------------------------------------------------- resuming
     def after_load_checkpoint(self, runner: Any, checkpoint: dict) -> None:
