@@ -1,14 +1,16 @@
 """ReproducibilityHook: RNG state and data position in checkpoints, exact resume."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Dict, Optional
 
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
+from ..record.evaluation import EvaluationLedger
 from ..record.fingerprint import check_mode
 from ..record.recorder import RunRecorder
 from ..resume.keeper import ResumeKeeper
+from ..resume.rank_buffers import broadcast_buffers
 from ..rng.seeding import get_rank
 from ..rng.step_draws import seed_step, step_key
 from ..run.state import find_state, log_pending
@@ -97,12 +99,16 @@ class ReproducibilityHook(Hook):
         self._tracer: Any = None
         self._recorder = RunRecorder(self.fingerprint)
         self._keeper = ResumeKeeper()
+        self._evaluations = EvaluationLedger()
+        self._said_buffers = False
 
     def before_run(self, runner) -> None:
         """Log the seed into the run's log, write the run record (rank 0); start the trace."""
         log_pending(runner)  # the seed line, if the Runner has not logged it yet
-        self._recorder.start(runner)
-        if self.trace_interval:
+        state = find_state(runner)
+        kind = state.entry if state is not None else 'train'
+        self._recorder.start(runner, kind)
+        if self.trace_interval and kind == 'train':
             from ..trace import Tracer
             self._tracer = Tracer(runner, self.trace_interval, forward=self.trace_forward,
                                   sketches=self.trace_sketches)
@@ -162,6 +168,56 @@ class ReproducibilityHook(Hook):
             self._tracer.close()
             self._tracer = None
 
+    # ------------------------------------------------------------- evaluation
+    def before_val_epoch(self, runner) -> None:
+        """Give every rank rank 0's buffers (the checkpoint's); start digesting."""
+        self._evaluation_starts(runner)
+
+    def after_val_iter(self, runner, batch_idx: int, data_batch: Any = None,
+                       outputs: Any = None) -> None:
+        """Digest this batch's predictions."""
+        self._evaluations.add(outputs)
+
+    def after_val_epoch(self, runner, metrics: Optional[Dict[str, Any]] = None) -> None:
+        """Record the validation: metrics and predictions digest (gathers every rank)."""
+        self._evaluated(runner, 'val', metrics)
+
+    def before_test_epoch(self, runner) -> None:
+        """Give every rank rank 0's buffers; start digesting."""
+        self._evaluation_starts(runner)
+
+    def after_test_iter(self, runner, batch_idx: int, data_batch: Any = None,
+                        outputs: Any = None) -> None:
+        """Digest this batch's predictions."""
+        self._evaluations.add(outputs)
+
+    def after_test_epoch(self, runner, metrics: Optional[Dict[str, Any]] = None) -> None:
+        """Record the test: metrics and predictions digest (gathers every rank)."""
+        self._evaluated(runner, 'test', metrics)
+
+    def _evaluation_starts(self, runner) -> None:
+        sent = broadcast_buffers(runner)
+        if sent and not self._said_buffers:
+            self._said_buffers = True
+            runner.logger.info(f"mmrepro: every rank evaluates with rank 0's {sent} "
+                               'buffers (BatchNorm statistics...), which the checkpoint '
+                               'holds; broadcast before every evaluation and checkpoint')
+        self._evaluations.begin()
+
+    def _evaluated(self, runner, kind: str, metrics: Optional[Dict[str, Any]]) -> None:
+        from mmengine.runner import BaseLoop
+        loop = runner.val_loop if kind == 'val' else runner.test_loop
+        dataset = getattr(getattr(loop, 'dataloader', None), 'dataset', None)
+        # Runner.iter would build the train loop of a run that only evaluates
+        trained = isinstance(getattr(runner, '_train_loop', None), BaseLoop)
+        entry, images = self._evaluations.finish(
+            kind, dataset, metrics, runner.iter if trained else None,
+            runner.epoch if trained else None)
+        self._recorder.evaluated(runner, entry, images)
+        runner.logger.info(f"mmrepro: {kind} predictions sha256 after iteration "
+                           f"{entry['iter']}: {entry['predictions_sha256']} "
+                           f"({entry['images']} images)")
+
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         """Add the run record, weights digest and ``mmrepro`` section to the checkpoint."""
         state = find_state(runner)
@@ -175,3 +231,5 @@ class ReproducibilityHook(Hook):
         self._keeper.after_load_checkpoint(runner, checkpoint)
         if getattr(runner, '_resume', False):
             self._recorder.resumed(checkpoint)
+        else:
+            self._recorder.loaded(runner, checkpoint)

@@ -2,11 +2,13 @@
 
 ``mmrepro-bundle WORK_DIR OUT.tar.gz`` packs, from every log dir of the work dir (a
 run stopped and resumed has several; given one log dir, from that one): the run record
-(which holds the data fingerprint and the weights digest of every checkpoint), the
-trace, the logged losses (``vis_data/scalars.json``) and the config dump; plus
-``bundle.json``, listing each checkpoint of the work dir with its iteration and weights
-digest. The last checkpoint (the one ``last_checkpoint`` names) goes in only with
-``weights=True``. ``mmrepro-diff`` takes a bundle wherever it takes a work dir.
+(which holds the data fingerprint, the weights digest of every checkpoint and the
+metrics and predictions digest of every validation), the per-image predictions digests
+(``predictions.jsonl``), the trace, the logged losses (``vis_data/scalars.json``) and
+the config dump; plus ``bundle.json``, listing each checkpoint of the work dir with its
+iteration and weights digest. The last checkpoint (the one ``last_checkpoint`` names)
+goes in only with ``weights=True``. ``mmrepro-diff`` takes a bundle wherever it takes a
+work dir.
 
 Unpacking refuses any member outside the bundle's own directory, links and devices.
 """
@@ -21,6 +23,7 @@ import tarfile
 from typing import Any, Dict, List, Tuple
 
 from ..trace import TRACE_NAME
+from .evaluation import PREDICTIONS_NAME
 from .run_record import RECORD_NAME
 
 #: ``format`` of ``bundle.json``.
@@ -29,7 +32,7 @@ BUNDLE_VERSION = 1
 MANIFEST = 'bundle.json'
 #: Files taken from each log dir (besides ``trace_rank*.jsonl``).
 LOG_FILES = (RECORD_NAME, TRACE_NAME, osp.join('vis_data', 'scalars.json'),
-             osp.join('vis_data', 'config.py'))
+             osp.join('vis_data', 'config.py'), PREDICTIONS_NAME)
 
 
 class BundleError(ValueError):

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from mmengine.dist import is_main_process
 
+from .evaluation import RECORD_KEY as EVALUATION
+from .evaluation import Image, write_predictions
 from .initial_weights import SECTION as INITIAL
 from .initial_weights import initial_files, model_digest
 from .run_record import collect_run_record, write_run_record
-from .weights import RECORD_KEY, WeightsLedger
+from .weights import RECORD_KEY, WeightsLedger, section_names, weights_digest
 
 
 class RunRecorder:
@@ -17,7 +19,8 @@ class RunRecorder:
 
     ``ReproducibilityHook`` calls :meth:`start` before the run, :meth:`resumed` when a
     checkpoint is resumed, :meth:`starting` right before the first step, :meth:`saving`
-    for every checkpoint and :meth:`finish` after training.
+    for every checkpoint, :meth:`evaluated` after every evaluation and :meth:`finish`
+    after training; a run that only evaluates gets :meth:`loaded` for its checkpoint.
 
     Args:
         fingerprint: How the record fingerprints each sample's files
@@ -31,13 +34,43 @@ class RunRecorder:
         self._resumed: Optional[Dict[str, Any]] = None  # the continued run's section
         self._resuming = False
 
-    def start(self, runner: Any) -> None:
-        """Collect the run record and write it into the log dir (rank 0 only)."""
+    def start(self, runner: Any, kind: str = 'train') -> None:
+        """Collect the run record and write it into the log dir (rank 0 only).
+
+        Args:
+            runner: The Runner.
+            kind: ``train``, or ``val``/``test`` for a run that only evaluates (its
+                record is ``test_record.json``).
+        """
         if not is_main_process():  # only rank 0 writes the record and checkpoints
             return
-        self.record = collect_run_record(runner, self.fingerprint)
+        self.record = collect_run_record(runner, self.fingerprint, kind)
         path = write_run_record(runner, self.record)
         runner.logger.info(f'mmrepro: run record written to {path}')
+
+    def loaded(self, runner: Any, checkpoint: Dict[str, Any]) -> None:
+        """A run that only evaluates: record the weights it evaluates (``checkpoint``)."""
+        if self.record is None or self.record.get('run', 'train') == 'train':
+            return
+        meta = checkpoint.get('meta') or {}
+        source = meta.get('run_record') if isinstance(meta.get('run_record'), dict) else {}
+        self.record['checkpoint'] = dict(
+            file=getattr(runner, '_load_from', None), iter=meta.get('iter'),
+            epoch=meta.get('epoch'),
+            weights_sha256=weights_digest(checkpoint), covers=section_names(checkpoint),
+            seed=meta.get('seed'), config_sha256=source.get('config_sha256'))
+        self._write(runner)
+
+    def evaluated(self, runner: Any, entry: Dict[str, Any], images: List[Image]) -> None:
+        """Add one evaluation to the record; its per-image digests to the log dir."""
+        if self.record is None:
+            return
+        if entry['iter'] is None:  # a run that only evaluates: its checkpoint's point
+            checkpoint = self.record.get('checkpoint') or {}
+            entry.update(iter=checkpoint.get('iter'), epoch=checkpoint.get('epoch'))
+        self.record.setdefault(EVALUATION, []).append(entry)
+        write_predictions(runner.log_dir, entry, images)
+        self._write(runner)
 
     def resumed(self, checkpoint: Dict[str, Any]) -> None:
         """Keep the ``initial`` section of the run a resumed checkpoint continues."""
@@ -81,4 +114,6 @@ class RunRecorder:
 
     def _write(self, runner: Any) -> None:
         """The run record, with the weights digests so far, into the log dir."""
-        write_run_record(runner, {**self.record, RECORD_KEY: self.weights.section()})
+        trained = self.record.get('run', 'train') == 'train'
+        write_run_record(runner, {**self.record, RECORD_KEY: self.weights.section()}
+                         if trained else self.record)

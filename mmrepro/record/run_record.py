@@ -52,6 +52,9 @@ PACKAGES = ('torch', 'numpy', 'mmengine', 'mmcv', 'mmrepro')
 #: named by :mod:`mmrepro.data.pipeline_rngs`; their version changes what they draw).
 AUGMENTATION_PACKAGES = ('albumentations',)
 RECORD_NAME = 'run_record.json'
+#: The record of a run that only evaluates (``mmrepro-test``, ``Runner.test()``): its own
+#: name, so that a training work dir's newest record stays the training run's.
+TEST_RECORD_NAME = 'test_record.json'
 #: Version of the record's layout (``record_version``).
 RECORD_VERSION = 1
 #: Config keys that only name places; left out of :func:`config_hash`.
@@ -63,9 +66,10 @@ IGNORED_KEYS = ('timestamp', 'work_dir', 'argv', 'config.work_dir')
 #: module the config imports).
 IGNORED_FIELDS = re.compile(
     r'^(initial\.files\..+\.(name|resolved|how)|code\.imports\..+\.origin)$')
-#: Record sections that are evidence, not settings (the weights digests): compared by
+#: Record sections that are evidence, not settings (the weights digests, the
+#: evaluations, a test run's checkpoint): compared by
 #: ``repro_diff`` on their own, skipped by :func:`diff_records`.
-EVIDENCE_SECTIONS = ('weights',)
+EVIDENCE_SECTIONS = ('weights', 'evaluation', 'checkpoint')
 #: Keys every record has (:func:`load_run_record` checks them).
 REQUIRED_KEYS = ('seed', 'world_size', 'versions', 'config_sha256')
 #: Stands for a key one of two records lacks (:func:`diff_records`).
@@ -186,13 +190,17 @@ def environment_facts(optim_wrapper: Any = None) -> Dict[str, Any]:
                 numerics=numerics_record(optim_wrapper), code=code_fingerprint())
 
 
-def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, Any]:
+def collect_run_record(runner: Any, fingerprint: str = 'labels',
+                       kind: str = 'train') -> Dict[str, Any]:
     """The record of ``runner``'s run (settings from ``Runner.set_randomness``).
 
     Args:
         runner: The Runner.
         fingerprint: How sample files are fingerprinted
             (:data:`mmrepro.record.fingerprint.MODES`). Defaults to ``'labels'``.
+        kind: ``train``, or ``val``/``test`` for a run that only evaluates
+            (``Runner.val()``/``test()``): its record says so in ``run`` and fingerprints
+            the evaluated data instead of the training data.
     """
     from ..rng.seeding import get_world_size
     from ..run.state import find_state
@@ -220,10 +228,13 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels') -> Dict[str, An
     )
     if state is not None and state.pipeline_generators:  # older records have no such key
         record['pipeline_generators'] = list(state.pipeline_generators)
+    if kind != 'train':  # older records have no such key: training runs
+        record['run'] = kind
     try:
-        record['data'] = data_fingerprint(runner.train_dataloader.dataset, fingerprint)
-        record['decoding'] = decoding_record(runner.train_dataloader.dataset)
-    except Exception as err:  # a Runner without train data
+        dataset = getattr(runner, f'{kind}_dataloader').dataset
+        record['data'] = data_fingerprint(dataset, fingerprint)
+        record['decoding'] = decoding_record(dataset)
+    except Exception as err:  # a Runner without such data
         record['data'] = dict(error=f'{type(err).__name__}: {err}')
     return record
 
@@ -238,9 +249,15 @@ def layout_record(state: Any) -> Dict[str, Any]:
                 global_stream=bool(state.global_stream))
 
 
+def record_name(record: Dict[str, Any]) -> str:
+    """The file a record is written to: :data:`RECORD_NAME` for training,
+    :data:`TEST_RECORD_NAME` for a run that only evaluates."""
+    return TEST_RECORD_NAME if record.get('run', 'train') != 'train' else RECORD_NAME
+
+
 def write_run_record(runner: Any, record: Dict[str, Any]) -> str:
     """Write ``record`` as JSON into the run's log dir; return the path."""
-    path = osp.join(runner.log_dir, RECORD_NAME)
+    path = osp.join(runner.log_dir, record_name(record))
     with open(path, 'w') as f:
         json.dump(record, f, indent=2, default=str)
     return path

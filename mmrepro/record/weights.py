@@ -30,7 +30,8 @@ class WeightsError(ValueError):
     """A file holds no weights that can be digested."""
 
 
-def _update(digest: Any, name: str, value: Any) -> None:
+def update_digest(digest: Any, name: str, value: Any) -> None:
+    """Hash one named value: a tensor by name, dtype, shape and bytes; else its repr."""
     if not torch.is_tensor(value):
         digest.update(f'{name}\0{type(value).__name__}\0{value!r}\n'.encode())
         return
@@ -65,7 +66,7 @@ def weights_digest(checkpoint: Mapping[str, Any]) -> str:
     for section, state in sections.items():
         digest.update(f'[{section}]\n'.encode())
         for name in sorted(state, key=str):
-            _update(digest, str(name), state[name])
+            update_digest(digest, str(name), state[name])
     return digest.hexdigest()
 
 

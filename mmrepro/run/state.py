@@ -67,6 +67,8 @@ class RunState:
         ddp: The settings ``DistributedDataParallel`` was built with.
         step_clock: Micro-batches per optimizer step while schedulers count steps (1:
             MMEngine's clock).
+        entry: How the Runner runs: ``train``, or ``val``/``test`` for a run that only
+            evaluates (``Runner.val()``/``test()``; its record says so).
     """
 
     init_args: Dict[str, Any] = field(default_factory=dict)
@@ -79,6 +81,7 @@ class RunState:
     audit: List[Dict[str, Any]] = field(default_factory=list)
     ddp: Dict[str, Any] = field(default_factory=dict)
     step_clock: int = 1
+    entry: str = 'train'
 
     @property
     def enabled(self) -> bool:

@@ -16,7 +16,8 @@ and :class:`ReproRunner` (registered in ``RUNNERS``) puts that in front of MMEng
 - ``register_hooks``, ``register_default_hooks`` -- ``ReproducibilityHook`` where missing,
   mmrepro's checkpoint and scheduler hooks (:mod:`.hooks`);
 - ``build_train_loop`` -- the epoch loop that numbers a resumed epoch's batches
-  (:mod:`.epoch_loop`).
+  (:mod:`.epoch_loop`);
+- ``val``, ``test`` -- a run that only evaluates is recorded as one (:mod:`.evaluating`).
 
 A config gets it with ``runner_type='ReproRunner'`` (the shipped base config sets it),
 or through the one entry of :mod:`.entry` when it enables mmrepro with the two
@@ -35,6 +36,7 @@ from ..run.state import run_state
 from .checkpoints import CheckpointMixin
 from .distributed import DistributedMixin
 from .epoch_loop import LoopMixin
+from .evaluating import EvaluatingMixin
 from .hooks import HooksMixin
 from .loaders import LoaderMixin
 from .model import ModelMixin
@@ -44,7 +46,8 @@ from .schedules import ScheduleMixin
 
 
 class ReproRunnerMixin(RandomnessMixin, LoaderMixin, ModelMixin, DistributedMixin,
-                       ScheduleMixin, CheckpointMixin, HooksMixin, LoopMixin):
+                       ScheduleMixin, CheckpointMixin, HooksMixin, LoopMixin,
+                       EvaluatingMixin):
     """mmrepro's Runner methods, to put in front of a Runner class (see the module)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
