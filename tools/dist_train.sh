@@ -1,60 +1,13 @@
 #!/usr/bin/env bash
 # Multi-process training, as MMDetection's tools/dist_train.sh:
 #   bash tools/dist_train.sh CONFIG NPROC [tools/train.py args...]
-# Python: $PYTHON if set, else the first `python` (or `python3`) on PATH; the
-# repository's own test environments are never picked silently. Without GPUs the
-# processes use gloo on the CPU. NNODES, NODE_RANK, PORT and MASTER_ADDR work as in
-# MMDetection. Bad arguments or config: one `error:` line and exit 2, before any
-# process is launched (the config is checked once, by tools/train.py --check-config).
+# Python, devices, NNODES, NODE_RANK, PORT, MASTER_ADDR and the one check before any
+# process is launched: see tools/dist_run.sh.
 set -euo pipefail
-fail() {
-  echo "dist_train.sh: error: $*" >&2
-  exit 2
-}
 if [ $# -lt 2 ]; then
-  fail "expected CONFIG NPROC [tools/train.py args], got $# argument(s);" \
-    "e.g. bash tools/dist_train.sh configs/my_config.py 2"
+  echo "dist_train.sh: error: expected CONFIG NPROC [tools/train.py args], got $#" \
+    "argument(s); e.g. bash tools/dist_train.sh configs/my_config.py 2" >&2
+  exit 2
 fi
-CONFIG=$1
-GPUS=$2
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-PORT=${PORT:-29500}
-MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
-if ! [[ "$GPUS" =~ ^[1-9][0-9]*$ ]]; then
-  fail "NPROC must be a whole number >= 1 (processes per node), got '$GPUS'"
-fi
-if ! [[ "$NNODES" =~ ^[1-9][0-9]*$ ]]; then
-  fail "NNODES must be a whole number >= 1, got '$NNODES'"
-fi
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ -n "${PYTHON:-}" ]; then
-  chosen="PYTHON=$PYTHON"
-else
-  PYTHON=$(command -v python || command -v python3 || true)
-  chosen="$PYTHON, the first python on PATH"
-fi
-if [ -z "$PYTHON" ]; then
-  fail "no python on PATH; set PYTHON=/path/to/python of an environment with torch"
-fi
-if ! info=$("$PYTHON" -c "import torch; n = torch.cuda.device_count(); \
-print(torch.__version__ + '); ' + (f'{n} CUDA device(s), NCCL' if n else \
-'no CUDA device: CPU processes over gloo'))" 2>&1); then
-  fail "the python used ($chosen) cannot import torch ($(tail -n 1 <<<"$info"));" \
-    "set PYTHON=/path/to/python of an environment with torch and mmdet"
-fi
-# One check of the arguments and config for the whole world, before any process starts.
-PYTHONPATH="$root:${PYTHONPATH:-}" WORLD_SIZE=$((GPUS * NNODES)) \
-  "$PYTHON" "$root/tools/train.py" "$CONFIG" --check-config --launcher pytorch "${@:3}" \
-  >/dev/null || exit $?
-echo "dist_train.sh: $GPUS process(es) with $PYTHON (torch $info" >&2
-PYTHONPATH="$root:${PYTHONPATH:-}" \
-exec "$PYTHON" -m torch.distributed.run \
-    --nnodes="$NNODES" \
-    --node_rank="$NODE_RANK" \
-    --master_addr="$MASTER_ADDR" \
-    --nproc_per_node="$GPUS" \
-    --master_port="$PORT" \
-    "$root/tools/train.py" \
-    "$CONFIG" \
-    --launcher pytorch "${@:3}"
+exec bash "$(dirname "${BASH_SOURCE[0]}")/dist_run.sh" dist_train.sh train.py "$2" "$1" \
+  "${@:3}"

@@ -268,11 +268,11 @@ def main(argv: Optional[List[str]] = None):
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
     runner.train()
     _report(runner)
-    _close_process_group(runner)
+    close_process_group(runner)
     return runner
 
 
-def _close_process_group(runner) -> None:
+def close_process_group(runner) -> None:
     """Wait for every rank (rank 0 may still be saving), then close the process group.
 
     A rank that exits while its peers still hold gloo connections can abort in

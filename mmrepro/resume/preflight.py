@@ -72,11 +72,26 @@ def _last_checkpoint(work_dir: str) -> Optional[str]:
     return path or None
 
 
-def _read(path: str, arg: str, resume: bool) -> Dict[str, Any]:
+def check_checkpoint_file(path: str, arg: str, fix: str) -> None:
+    """Check that a checkpoint to load (a local path) is a readable checkpoint file.
+
+    Args:
+        path: The checkpoint (a URL is not checked: MMEngine downloads it).
+        arg: How the user gave it, for the message (e.g. ``CHECKPOINT``).
+        fix: What to do about a wrong path, for the message.
+
+    Raises:
+        ConfigError: The file is missing, a directory, unreadable or not a checkpoint.
+    """
+    if '://' not in path:
+        _read(path, arg, False, fix)
+
+
+def _read(path: str, arg: str, resume: bool, fix: Optional[str] = None) -> Dict[str, Any]:
     """The checkpoint at ``path``, peeked (tensors memory-mapped)."""
-    fix = ('give the checkpoint to resume, e.g. --resume WORK_DIR/epoch_N.pth, or --resume '
-           'alone to resume the latest one of --work-dir' if resume else
-           'check the path given to load_from')
+    fix = fix or ('give the checkpoint to resume, e.g. --resume WORK_DIR/epoch_N.pth, or '
+                  '--resume alone to resume the latest one of --work-dir' if resume else
+                  'check the path given to load_from')
     if osp.isdir(path):
         found = checkpoints_in(path)
         if found and resume:
