@@ -2,7 +2,8 @@
 
 A run is given as a work dir (every log dir of a run stopped and resumed is joined), a
 log dir, a ``run_record.json``, a checkpoint file, or a baseline bundle
-(:mod:`mmrepro.record.bundle`).
+(:mod:`mmrepro.record.bundle`); a test run (``mmrepro-test``) as its
+``test_record.json``, its log dir, or a work dir holding only test runs.
 """
 from __future__ import annotations
 
@@ -16,8 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..record.bundle import is_bundle, manifest_digests, unpack
-from ..record.run_record import RECORD_NAME, REQUIRED_KEYS, RunRecordError, load_run_record
+from ..record.run_record import (
+    RECORD_NAME,
+    REQUIRED_KEYS,
+    TEST_RECORD_NAME,
+    RunRecordError,
+    find_log_dir,
+    load_run_record,
+)
 from ..trace import TRACE_NAME, read_trace
+from .evaluations import Point, read_evaluations
 from .evidence import Evidence
 from .weights_index import WeightsReadError, read_checkpoint
 
@@ -40,6 +49,9 @@ class RunData:
         stitched: ``(log dir, first iteration, last iteration)`` of each log dir whose
             rows were joined (a work dir trained, stopped and resumed), else empty.
         evidence: What it can be compared on (:class:`Evidence`).
+        evaluations: Its evaluations by kind and iteration
+            (:func:`~mmrepro.checks.evaluations.read_evaluations`).
+        kind: ``train``, or ``test`` for a run that only evaluated (``mmrepro-test``).
     """
 
     label: str
@@ -51,6 +63,8 @@ class RunData:
     scalars: List[Dict[str, Any]] = field(default_factory=list)
     stitched: List[Tuple[str, int, int]] = field(default_factory=list)
     evidence: Evidence = field(default_factory=lambda: Evidence('?'))
+    evaluations: Dict[Point, Dict[str, Any]] = field(default_factory=dict)
+    kind: str = 'train'
 
 
 def read_scalars(path: str) -> List[Dict[str, Any]]:
@@ -94,6 +108,7 @@ def load_checkpoint_run(label: str, path: str) -> RunData:
         raise RunRecordError(f"{path}: meta['run_record'] is not a complete run record")
     at = iteration if iteration is not None else 0
     run = RunData(label, path, record, path)
+    run.evaluations = read_evaluations([(record, None)]) if record else {}
     run.evidence = Evidence(label, checkpoint=at)
     run.evidence.weights.add_file(at, path, checkpoint)
     return run
@@ -134,6 +149,8 @@ def load_run(label: str, path: str) -> RunData:
         return load_checkpoint_run(label, path)
     if is_bundle(path):
         return load_bundle_run(label, path)
+    if is_test_run(path):
+        return load_test_run(label, path)
     record, source = load_run_record(path)
     run = RunData(label, path, record, source)
     run.log_dir = osp.dirname(source)
@@ -160,9 +177,40 @@ def load_run(label: str, path: str) -> RunData:
                 run.stitched.append((osp.basename(log_dir), rows[0]['iter'],
                                      rows[-1]['iter']))
     run.evidence = Evidence(label, run.scalars, run.trace[1] if run.trace else None)
-    run.evidence.weights.add_records([load_run_record(d)[0] for d in log_dirs[:-1]]
-                                     + [record])
+    records = [load_run_record(d)[0] for d in log_dirs[:-1]] + [record]
+    run.evidence.weights.add_records(records)
     run.evidence.weights.add_work_dir(work_dir)
+    run.evaluations = read_evaluations(list(zip(records, log_dirs, strict=True)))
+    return run
+
+
+def is_test_run(path: str) -> bool:
+    """Whether ``path`` names a run that only evaluated: its ``test_record.json``, its log
+    dir, or a work dir with test log dirs and no training one."""
+    if osp.isfile(path):
+        return osp.basename(path) == TEST_RECORD_NAME
+    if not osp.isdir(path) or osp.isfile(osp.join(path, RECORD_NAME)):
+        return False
+    if osp.isfile(osp.join(path, TEST_RECORD_NAME)):
+        return True
+    pattern = osp.join(glob.escape(path), '*', '{}')
+    return bool(glob.glob(pattern.format(TEST_RECORD_NAME))) and not glob.glob(
+        pattern.format(RECORD_NAME))
+
+
+def load_test_run(label: str, path: str) -> RunData:
+    """A run that only evaluated (``mmrepro-test``): its test record and per-image
+    digests (a work dir gives its newest test log dir).
+
+    Raises:
+        RunRecordError: The record is missing or corrupted.
+    """
+    source = path if osp.isfile(path) else osp.join(find_log_dir(path, TEST_RECORD_NAME),
+                                                    TEST_RECORD_NAME)
+    record, source = load_run_record(source)
+    run = RunData(label, path, record, source, kind='test')
+    run.log_dir = osp.dirname(source)
+    run.evaluations = read_evaluations([(record, run.log_dir)])
     return run
 
 

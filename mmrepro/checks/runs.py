@@ -40,9 +40,9 @@ PROG = 'check_repro'
 #: Iterations (optimizer steps, with ``--against``) a check trains by default: with
 #: ``--against``, the baseline's dense early trace points 1, 2, 4 and 8.
 DEFAULT_ITERS = 8
-#: The child configs the checks write at the top of their work dir: a directory holding
-#: one is a previous check's, which a new check replaces.
-CHECK_MARKERS = ('check_repro_config.py', 'check_against_config.py')
+#: The child configs the checks write at the top of their work dir (the test check: its
+#: log): a directory holding one is a previous check's, which a new check replaces.
+CHECK_MARKERS = ('check_repro_config.py', 'check_against_config.py', 'check_against_test.log')
 #: A training iteration as MMEngine's ``LoggerHook`` logs it (every iteration in a check
 #: run): ``Epoch(train) [1][2/8]  ...  loss: 1.2345 ...`` or ``Iter(train) [2/24] ...``.
 _TRAIN_LINE = re.compile(r'\b(?:Epoch|Iter)\(train\)\s*(?:\[\s*\d+\])?\s*\[\s*\d+/\d+\]')

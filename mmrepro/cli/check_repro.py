@@ -5,7 +5,8 @@ Without ``--against``, trains a config twice for a few iterations and compares t
 ``--against BASELINE``, checks that this machine reproduces a team's baseline
 (:mod:`mmrepro.checks.against`): before training, then through the baseline's first
 traced optimizer steps, or from one of its checkpoints (``--from``); without CONFIG it
-trains the baseline's own config.
+trains the baseline's own config. A baseline that is a test run (``mmrepro-test``) is
+checked by testing ``--from CHECKPOINT`` here (:mod:`mmrepro.checks.against_test`).
 
 Exit status: 0 every comparison bit-identical and real runs of the config reproducible
 (the baseline reproduced), 1 a run diverged or real runs of the config would not be
@@ -20,7 +21,9 @@ import sys
 from typing import List, Optional
 
 from ..checks.against import AgainstOptions, run_against
+from ..checks.against_test import run_test_against
 from ..checks.repro_check import CheckOptions, run_check
+from ..checks.run_data import is_test_run
 from ..checks.runs import DEFAULT_ITERS, PROG
 from ..record.bundle import BundleError
 from ..record.run_record import RunRecordError
@@ -64,10 +67,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='also train with train_dataloader.num_workers=K')
     parser.add_argument('--against', metavar='BASELINE', default=None,
                         help="check that this machine reproduces BASELINE: its work dir or "
-                        'the bundle mmrepro-bundle wrote')
+                        'the bundle mmrepro-bundle wrote; or a test run of mmrepro-test (its '
+                        'test_record.json or log dir), tested here with --from CHECKPOINT')
     parser.add_argument('--from', dest='resume_from', metavar='CHECKPOINT', default=None,
                         help="with --against: start from this checkpoint of the baseline's "
-                        'and train to its next traced step')
+                        'and train to its next traced step (a test run: the checkpoint to '
+                        'test)')
     parser.add_argument('--go-on', action='store_true',
                         help='with --against: train and compare even when the config or '
                         'the data differ from the baseline\'s')
@@ -152,6 +157,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             options.validate()
             return run_check(options).status
         against = against_options(args)
+        if is_test_run(against.baseline):
+            return run_test_against(against)
         against.validate()
         return run_against(against).status
     except (ValueError, TypeError, RuntimeError, RunRecordError, TraceError,

@@ -1,4 +1,4 @@
-"""``tools/repro_diff.py``: do two training runs match, and if not, why?
+"""``tools/repro_diff.py``: do two training runs (or two test runs) match, and if not, why?
 
 Compares two runs (work dirs, log dirs, ``run_record.json`` files or checkpoints):
 
@@ -16,8 +16,14 @@ Compares two runs (work dirs, log dirs, ``run_record.json`` files or checkpoints
    the recorded differences that explain it, ranked, each with the setting or command
    that removes it; identical only when all of it agrees, and only "through iteration k"
    when the runs cover different spans;
-4. optionally (``--plot out.png``) both runs' logged losses at every logged iteration,
+4. every validation both runs recorded (:mod:`mmrepro.checks.evaluations`): metrics and
+   predictions, the first image whose predictions differ; "same weights, different
+   validation" where training agrees (:mod:`mmrepro.checks.eval_verdict`);
+5. optionally (``--plot out.png``) both runs' logged losses at every logged iteration,
    the traced ones marked, the verdict in the title (:mod:`.diff_plot`).
+
+Two test runs (``mmrepro-test``: their ``test_record.json`` or log dirs) compare by their
+settings, their checkpoints' weights digests and their predictions, image by image.
 
 Exit status (:data:`mmrepro.cli.exit_codes.EXIT_CODES`): :data:`IDENTICAL`,
 :data:`DIFFERENT`, :data:`BAD_INPUT`, :data:`INCONCLUSIVE` or :data:`SETTINGS_DIFFER`.
@@ -27,7 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..checks.against_verdict import say_rounding
 from ..checks.diff_rounding import diff_rounding, envelope_band
@@ -38,6 +44,8 @@ from ..checks.diff_verdict import (
     verdict_lines,
 )
 from ..checks.envelope import Rounding
+from ..checks.eval_verdict import checkpoint_lines, test_run_verdict, validation_verdict
+from ..checks.evaluations import compare_evaluations, evaluation_lines
 from ..checks.evidence import Comparison, compare_evidence, weights_lines
 from ..checks.run_data import SCALARS, RunData, load_run, read_scalars
 from ..checks.weights_index import WeightsReadError
@@ -131,19 +139,21 @@ class Settings(NamedTuple):
     inert: List[Diff]
 
 
-def describe_records(a: RunData, b: RunData) -> Settings:
+def describe_records(a: RunData, b: RunData, places: Sequence[str] = ()) -> Settings:
     """Lines describing how the two run records differ, and the differing settings.
 
     The config hash is shown only when no config key is (records written before the
     config was recorded key by key). ``resume`` and, for a resumed run, ``load_from``
     say how a run was started, not what it computes: they are left out, and said so.
-    Settings that cannot change training are listed apart, as information.
+    Settings that cannot change training are listed apart, as information. ``places``:
+    keys left out because they only name a place (a test run's ``config.load_from``: its
+    checkpoint is compared by its weights digest).
     """
     missing = [run.label for run in (a, b) if run.record is None]
     if missing:
         return Settings([f'run records: none in {" and ".join(missing)} (a checkpoint '
                          'written without mmrepro); settings not compared'], [], [])
-    diffs = diff_records(a.record, b.record)
+    diffs = [d for d in diff_records(a.record, b.record) if d[0] not in places]
     by_key = {key: (value_a, value_b) for key, value_a, value_b in diffs}
     resumed = any(str(v) == 'True' for v in by_key.get('config.resume', ()))
     started = [k for k in ('config.resume', 'config.load_from') if k in by_key and resumed]
@@ -276,9 +286,37 @@ def _curves(a: RunData, b: RunData, out: str) -> Tuple[Any, Any]:
     return curves[0], curves[1]
 
 
+def test_diff(a: RunData, b: RunData) -> int:
+    """Compare two test runs (``mmrepro-test``); print; return the exit status."""
+    settings = describe_records(a, b, places=('config.load_from',))
+    checkpoints, same_weights = checkpoint_lines(a.record or {}, b.record or {})
+    diff, verdict, identical = test_run_verdict(a.evaluations, b.evaluations, same_weights,
+                                                settings.kept)
+    for line in (*settings.lines, *checkpoints, *evaluation_lines(diff), *verdict):
+        print(line)
+    if not diff.common:
+        return INCONCLUSIVE
+    return IDENTICAL if identical else DIFFERENT
+
+
+def _kinds(a: RunData, b: RunData) -> None:
+    """Both runs trained, or both only tested.
+
+    Raises:
+        RunRecordError: One is a test run and the other a training run.
+    """
+    if a.kind == b.kind:
+        return
+    test, train = (a, b) if a.kind == 'test' else (b, a)
+    raise RunRecordError(f'{test.path} is a test run (test_record.json) and {train.path} a '
+                         'training run; give two test runs, or two training runs (their '
+                         'validations are compared)')
+
+
 def run_diff(args: argparse.Namespace) -> int:
     """Compare, print, plot; return the exit status (:func:`judge`)."""
     a, b = load_run('A', args.run_a), load_run('B', args.run_b)
+    _kinds(a, b)
     curves = _curves(a, b, args.plot) if args.plot else None
     for run in (a, b):
         print(f'{run.label}: {run.source}')
@@ -286,15 +324,23 @@ def run_diff(args: argparse.Namespace) -> int:
             print(f'  a resumed run: {len(run.stitched)} log dirs joined in iteration order: '
                   + ', '.join(f'{name} (iterations {first}-{last})'
                               for name, first, last in run.stitched))
+    if a.kind == 'test':
+        return test_diff(a, b)
     settings = describe_records(a, b)
     traced, trace_diff = trace_lines(a, b)
     logged = not any(key.startswith(LOG_SETTINGS) for key, _, _ in settings.inert)
     result = compare_evidence(a.evidence, b.evidence, trace_diff, logged=logged)
     notes = a.evidence.weights.notes + b.evidence.weights.notes
     verdict, status = judge(a, b, settings.kept, result)
+    evaluations = compare_evaluations(a.evaluations, b.evaluations)
     for line in (*settings.lines, *traced, *logged_lines(a, b, result),
-                 *weights_lines(result, notes)):
+                 *weights_lines(result, notes), *evaluation_lines(evaluations)):
         print(line)
+    if status != DIFFERENT and evaluations.first is not None:
+        same = bool(result.weights) and result.weights_first is None
+        sizes = tuple((run.record or {}).get('world_size') for run in (a, b))
+        verdict = [*verdict[:1], *validation_verdict(evaluations, same, sizes)]
+        status = DIFFERENT
     rounding = None
     if status == DIFFERENT and numeric(a, b, trace_diff) and not args.no_envelope:
         rounding = diff_rounding(a, b)
