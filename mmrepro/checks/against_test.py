@@ -19,7 +19,7 @@ from ..record.run_record import diff_records
 from ..record.weights import weights_digest
 from ..resume.checkpoint_io import safe_load
 from ..resume.preflight import check_checkpoint_file
-from .eval_verdict import checkpoint_lines, test_run_verdict
+from .eval_verdict import checkpoint_lines, compare_test_runs
 from .evaluations import evaluation_lines
 from .run_data import RunData, load_run
 from .runs import CHECK_MARKERS, PROG, free_port, prepare_work_dir
@@ -100,7 +100,7 @@ def run_test_against(options, say: Callable[..., None] = print) -> int:
     checkpoints, same = checkpoint_lines(baseline.record or {}, here.record or {})
     differences = [d for d in diff_records(baseline.record or {}, here.record or {})
                    if d[0] != 'config.load_from']
-    diff, verdict, identical = test_run_verdict(baseline.evaluations, here.evaluations, same,
+    diff, verdict, identical = compare_test_runs(baseline.evaluations, here.evaluations, same,
                                                 differences)
     for line in (*checkpoints, *evaluation_lines(diff), *verdict):
         say(line)

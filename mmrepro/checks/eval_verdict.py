@@ -51,7 +51,7 @@ def checkpoint_lines(record_a: Dict[str, Any],
             f"B {digest_b[:12]} at iteration {b.get('iter')})"], False
 
 
-def test_run_verdict(evaluations_a: Dict[Point, Dict[str, Any]],
+def compare_test_runs(evaluations_a: Dict[Point, Dict[str, Any]],
                      evaluations_b: Dict[Point, Dict[str, Any]],
                      same_weights: Optional[bool],
                      differences: Sequence[Diff]) -> Tuple[EvaluationDiff, List[str], bool]:

@@ -18,6 +18,12 @@ EXIT_CODES: Dict[str, Dict[int, str]] = {
         1: 'training failed (traceback)',
         2: 'bad arguments or config: one `error:` line, before anything is built or written',
     },
+    'test': {
+        0: 'tested (with `--check-config`: arguments, config and checkpoint valid)',
+        1: 'the test failed (traceback)',
+        2: 'bad arguments, config or checkpoint: one `error:` line, before anything is built '
+           'or written',
+    },
     'check_repro': {
         0: 'every comparison bit-identical and real runs of the config reproducible; with '
            '`--against`: the baseline reproduced bit for bit, or, without `--bitwise`, '

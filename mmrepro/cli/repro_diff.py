@@ -44,7 +44,7 @@ from ..checks.diff_verdict import (
     verdict_lines,
 )
 from ..checks.envelope import Rounding
-from ..checks.eval_verdict import checkpoint_lines, test_run_verdict, validation_verdict
+from ..checks.eval_verdict import checkpoint_lines, compare_test_runs, validation_verdict
 from ..checks.evaluations import compare_evaluations, evaluation_lines
 from ..checks.evidence import Comparison, compare_evidence, weights_lines
 from ..checks.run_data import SCALARS, RunData, load_run, read_scalars
@@ -290,7 +290,7 @@ def test_diff(a: RunData, b: RunData) -> int:
     """Compare two test runs (``mmrepro-test``); print; return the exit status."""
     settings = describe_records(a, b, places=('config.load_from',))
     checkpoints, same_weights = checkpoint_lines(a.record or {}, b.record or {})
-    diff, verdict, identical = test_run_verdict(a.evaluations, b.evaluations, same_weights,
+    diff, verdict, identical = compare_test_runs(a.evaluations, b.evaluations, same_weights,
                                                 settings.kept)
     for line in (*settings.lines, *checkpoints, *evaluation_lines(diff), *verdict):
         print(line)

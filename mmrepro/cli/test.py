@@ -29,6 +29,7 @@ from ..run.config import (
 )
 from ..run.enable import enable_in_config
 from .config_args import ArgumentParser, report
+from .exit_codes import epilog
 from .train import close_process_group, prepare_environment, reexec_with_environment
 
 PROG = 'mmrepro-test'
@@ -44,9 +45,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = ArgumentParser(
         prog=PROG, description='Test (and evaluate) a checkpoint reproducibly (mmrepro), '
         'recording the metrics and a digest of every image\'s predictions',
-        epilog='exit status: 0 tested (with --check-config: arguments and config valid); '
-        '2 bad arguments, config or checkpoint (one error: line, before anything is built '
-        'or written); 1 the test failed (traceback)')
+        epilog=epilog('test'))
     parser.add_argument('config', help='test config file path')
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('--work-dir', help='the directory to save the file containing '

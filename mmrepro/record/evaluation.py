@@ -123,8 +123,11 @@ class EvaluationLedger:
         self._images = []
 
     def add(self, outputs: Optional[Sequence[Any]]) -> None:
-        """Digest the predictions of one batch."""
-        for sample in outputs or ():
+        """Digest the predictions of one batch (data samples; other outputs hold no
+        images to name, and are left out)."""
+        if not isinstance(outputs, (list, tuple)):  # a model that returns tensors
+            return
+        for sample in outputs:
             if hasattr(sample, 'keys') and hasattr(sample, 'metainfo'):
                 self._images.append((*image_key(sample), predictions_digest(sample)))
 

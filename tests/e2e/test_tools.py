@@ -105,7 +105,7 @@ def test_the_environments_setup_env_makes_have_the_console_scripts(tmp_path):
     if not osp.realpath(sys.prefix).startswith(envs + osp.sep):
         pytest.skip(f'this Python ({sys.prefix}) is not an environment tools/setup_env.sh '
                     f'made (those are in {envs})')
-    assert len(_console_scripts()) == 7
+    assert len(_console_scripts()) == 8
     for name in _console_scripts():  # all written alike: README's first one is run
         with open(osp.join(sys.prefix, 'bin', name)) as f:
             assert f.read().splitlines()[1] == \

@@ -183,6 +183,8 @@ def check_command(where: str, line: str) -> None:
         assert osp.isfile(osp.join(REPO, words[1])), f'{where}: {words[1]} does not exist'
         if words[1] == 'tools/dist_train.sh':  # CONFIG NPROC, then tools/train.py's args
             _parse(where, 'mmrepro.cli.train', words[2:3] + words[4:])
+        if words[1] == 'tools/dist_test.sh':  # CONFIG CHECKPOINT NPROC, then test.py's args
+            _parse(where, 'mmrepro.cli.test', words[2:4] + words[5:])
     else:
         raise AssertionError(f'{where}: {line!r} runs no mmrepro tool or script; mark the '
                              'block <!-- illustrative --> or check it otherwise')

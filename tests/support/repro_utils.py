@@ -79,7 +79,7 @@ def pythonpath(*first: str) -> str:
 
 def write_config(path: str, model: str, data_root: str, extra: str = '',
                  num_workers: int = 2, persistent: bool = True, validate: bool = False,
-                 max_epochs: int = 3) -> str:
+                 max_epochs: int = 3, test: bool = False) -> str:
     """Write a test config inheriting a repo config, narrowed (:data:`NARROW`), on the
     generated data.
 
@@ -88,11 +88,16 @@ def write_config(path: str, model: str, data_root: str, extra: str = '',
     In one file, an ``extra`` that assigns ``train_dataloader`` again would replace
     the data override (a Python assignment, not a merge) and the run would silently
     read the repo config's relative ``data/demo/``; across files MMEngine merges.
-    ``extra`` can use the name ``data_root``.
+    ``extra`` can use the name ``data_root``. ``validate``: keep the validation loop;
+    ``test``: keep the test loader and evaluator (the validation data), for
+    ``tools/test.py``.
     """
     persistent = persistent and num_workers > 0
     root = data_root.rstrip('/') + '/'
     val = '' if validate else 'val_dataloader = None\nval_cfg = None\nval_evaluator = None\n'
+    tested = ("test_dataloader = dict(dataset=dict(data_root=data_root))\n"
+              "test_evaluator = dict(ann_file=data_root + 'annotations/val.json')\n"
+              if test else 'test_dataloader = None\ntest_cfg = None\ntest_evaluator = None\n')
     layer = f"""_base_ = {CONFIGS[model]!r}
 {NARROW[model]}
 data_root = {root!r}
@@ -101,10 +106,7 @@ train_dataloader = dict(num_workers={num_workers}, persistent_workers={persisten
                         dataset=dict(data_root=data_root, pipeline=train_pipeline))
 val_dataloader = dict(dataset=dict(data_root=data_root))
 val_evaluator = dict(ann_file=data_root + 'annotations/val.json')
-test_dataloader = None
-test_cfg = None
-test_evaluator = None
-train_cfg = dict(max_epochs={max_epochs}, val_interval=1)
+{tested}train_cfg = dict(max_epochs={max_epochs}, val_interval=1)
 # Mid-epoch checkpoints next to the epoch ones (iteration 10 is batch 2 of epoch 2).
 custom_hooks = [dict(type='ReproducibilityHook'),
                 dict(type='CheckpointHook', by_epoch=False, interval=10, save_last=False)]

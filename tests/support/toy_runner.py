@@ -11,6 +11,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import torch
+from mmengine.evaluator import BaseMetric
 from mmengine.model import BaseModel
 from torch import nn
 
@@ -44,6 +45,25 @@ class Regressor(BaseModel):
         if mode == 'loss':
             return dict(loss=((out - inputs.sum(1, keepdim=True)) ** 2).mean())
         return out
+
+
+class MeanOutput(BaseMetric):
+    """The mean of the model's outputs over the evaluated samples (a toy metric)."""
+
+    def process(self, data_batch: Any, data_samples: Any) -> None:
+        self.results += [float(value) for value in torch.as_tensor(data_samples).flatten()]
+
+    def compute_metrics(self, results: list) -> Dict[str, float]:
+        return dict(mean_output=sum(results) / len(results))
+
+
+def evaluating_kwargs(work_dir: Any, checkpoint: str) -> Dict[str, Any]:
+    """Keyword arguments of a toy Runner that tests ``checkpoint`` (no training)."""
+    kwargs = runner_kwargs(work_dir, [dict(type='ReproducibilityHook')], load_from=checkpoint,
+                           test_cfg=dict(), test_evaluator=MeanOutput())
+    kwargs['test_dataloader'] = dict(kwargs['train_dataloader'],
+                                     sampler=dict(type='DefaultSampler', shuffle=False))
+    return kwargs
 
 
 def runner_kwargs(work_dir: Any, hooks: Optional[List[dict]], **extra: Any) -> Dict[str, Any]:

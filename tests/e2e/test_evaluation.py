@@ -1,0 +1,198 @@
+"""The score a team compares: validation on 2 ranks equals the checkpoint's test; test runs
+are recorded, identical across reruns, workers and ranks, and compared image by image."""
+import glob
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+from support.dist_utils import dist_env, dist_train
+from support.repro_utils import REPO, RUN_CWD, checkpoint, run_train, state_digest, write_config
+
+from mmrepro.record.evaluation import PREDICTIONS_NAME
+from mmrepro.record.run_record import TEST_RECORD_NAME
+
+pytestmark = pytest.mark.slow
+
+# BatchNorm training (norm_eval=False, as RTMDet, YOLOX and many custom configs): each
+# rank's running statistics follow its own batches. 2 ranks x batch 2: 4 iterations per
+# epoch, validation after iterations 4, 8 and 12, a checkpoint every 6 iterations.
+EVAL = """
+model = dict(backbone=dict(norm_eval=False))
+custom_hooks = [dict(type='ReproducibilityHook'),
+                dict(type='CheckpointHook', by_epoch=False, interval=6, save_last=False)]
+val_dataloader = dict(batch_size={batch})
+test_dataloader = dict(batch_size={batch})
+"""
+THREADS = {'OMP_NUM_THREADS': '1'}
+
+
+class EvalRuns:
+    """The 2-rank training runs of this module, each trained once."""
+
+    def __init__(self, root, data_root):
+        self.root, self.data_root, self._done = root, data_root, {}
+
+    def config(self, tag, batch=1, num_workers=1):
+        return write_config(osp.join(self.root, f'cfg-{tag}', 'cfg.py'), 'retinanet',
+                            self.data_root, extra=EVAL.format(batch=batch),
+                            num_workers=num_workers, validate=True, test=True)
+
+    def get(self, tag, *args, num_workers=1):
+        if tag not in self._done:
+            work_dir = osp.join(self.root, tag)
+            dist_train(self.config(tag, num_workers=num_workers), work_dir, *args)
+            self._done[tag] = work_dir
+        return self._done[tag]
+
+
+@pytest.fixture(scope='module')
+def eval_runs(tmp_path_factory, data_root):
+    return EvalRuns(str(tmp_path_factory.mktemp('eval')), data_root)
+
+
+def log_dirs(work_dir, name='run_record.json'):
+    return sorted(osp.dirname(p) for p in glob.glob(osp.join(work_dir, '*', name)))
+
+
+def evaluations(work_dir, name='run_record.json'):
+    """``{(kind, iter): [[key, file, digest], ...]}`` of every log dir of a work dir."""
+    out = {}
+    for log_dir in log_dirs(work_dir, name):
+        with open(osp.join(log_dir, PREDICTIONS_NAME)) as f:
+            for line in f:
+                row = json.loads(line)
+                out[(row['kind'], row['iter'])] = row['images']
+    return out
+
+
+def read_test_record(work_dir):
+    with open(osp.join(log_dirs(work_dir, TEST_RECORD_NAME)[-1], TEST_RECORD_NAME)) as f:
+        return json.load(f)
+
+
+def run_test(config, ckpt, work_dir, *args, nproc=1):
+    """``tools/test.py`` (``tools/dist_test.sh`` for ``nproc`` > 1); the test's images."""
+    if nproc > 1:
+        cmd = ['bash', osp.join(REPO, 'tools', 'dist_test.sh'), config, ckpt, str(nproc),
+               '--work-dir', work_dir, *args]
+        env = dist_env()
+    else:
+        cmd = [sys.executable, osp.join(REPO, 'tools', 'test.py'), config, ckpt,
+               '--work-dir', work_dir, *args]
+        env = {**os.environ, **THREADS}
+    proc = subprocess.run(cmd, cwd=RUN_CWD, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    (images,) = evaluations(work_dir, TEST_RECORD_NAME).values()
+    return images
+
+
+def diff(a, b):
+    proc = subprocess.run([sys.executable, osp.join(REPO, 'tools', 'repro_diff.py'), a, b,
+                           '--no-envelope'], cwd=RUN_CWD, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **THREADS})
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.mark.floor
+def test_two_rank_validation_with_batchnorm_training_equals_the_checkpoint(eval_runs,
+                                                                            tmp_path):
+    base = eval_runs.get('base')
+    validated = evaluations(base)
+    assert sorted(validated) == [('val', 4), ('val', 8), ('val', 12)]
+    config = eval_runs.config('base')
+    # The last validation and the test of the checkpoint saved at the same point.
+    tested = run_test(config, checkpoint(base, 'epoch_3.pth'), str(tmp_path / 'test1'))
+    assert tested == validated[('val', 12)]
+    record = read_test_record(str(tmp_path / 'test1'))
+    assert record['run'] == 'test' and record['checkpoint']['iter'] == 12
+    assert record['evaluation'][0]['iter'] == 12
+    assert run_test(config, checkpoint(base, 'epoch_3.pth'), str(tmp_path / 'test2'),
+                    nproc=2) == tested
+    with open(osp.join(log_dirs(base)[-1], 'run_record.json')) as f:
+        logged = json.load(f)['evaluation'][-1]
+    assert logged['metrics'] == record['evaluation'][0]['metrics']
+    assert logged['predictions_sha256'] == record['evaluation'][0]['predictions_sha256']
+
+
+def test_weights_and_validations_bitwise_across_num_workers(eval_runs):
+    base, workers0 = eval_runs.get('base'), eval_runs.get('workers0', num_workers=0)
+    assert state_digest(checkpoint(base)) == state_digest(checkpoint(workers0))
+    assert evaluations(workers0) == evaluations(base)
+    code, out = diff(base, workers0)
+    assert 'evaluations: predictions and metrics equal at every evaluation in common (3: ' \
+        'validation after iteration 4, validation after iteration 8, validation after ' \
+        'iteration 12)' in out, out
+
+
+@pytest.mark.floor
+def test_resumed_two_rank_run_validates_as_the_uninterrupted_one(eval_runs, tmp_path):
+    base = eval_runs.get('base')
+    work_dir = str(tmp_path / 'resumed')
+    dist_train(eval_runs.config('resume'), work_dir, '--resume', checkpoint(base, 'iter_6.pth'))
+    resumed, uninterrupted = evaluations(work_dir), evaluations(base)
+    assert sorted(resumed) == [('val', 8), ('val', 12)]
+    assert resumed == {k: v for k, v in uninterrupted.items() if k[0] == 'val' and k[1] > 6}
+    assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
+
+
+def test_test_runs_identical_across_reruns_workers_and_ranks(eval_runs, tmp_path):
+    base = eval_runs.get('base')
+    config, ckpt = eval_runs.config('base'), checkpoint(base, 'epoch_2.pth')
+    first = run_test(config, ckpt, str(tmp_path / 'a'))
+    assert len(first) == 8
+    assert run_test(config, ckpt, str(tmp_path / 'again')) == first
+    assert run_test(config, ckpt, str(tmp_path / 'w0'), '--cfg-options',
+                    'test_dataloader.num_workers=0',
+                    'test_dataloader.persistent_workers=False') == first
+    assert run_test(config, ckpt, str(tmp_path / 'r2'), nproc=2) == first
+    code, out = diff(str(tmp_path / 'a'), str(tmp_path / 'r2'))
+    assert code == 0, out
+    assert 'verdict: identical predictions (8 images, bit for bit) and metrics' in out
+
+
+def _first_difference(a, b):
+    digests = {key: digest for key, _, digest in b}
+    return next(i for i, (key, _, digest) in enumerate(a) if digests.get(key) != digest)
+
+
+def test_diff_names_the_first_differing_image_of_two_test_runs(eval_runs, tmp_path):
+    base = eval_runs.get('base')
+    config, ckpt = eval_runs.config('base'), checkpoint(base, 'epoch_3.pth')
+    a = run_test(config, ckpt, str(tmp_path / 'a'))
+    b = run_test(config, ckpt, str(tmp_path / 'b'), '--cfg-options',
+                 'model.test_cfg.score_thr=0.2')
+    at = _first_difference(a, b)
+    key, name, _ = a[at]
+    code, out = diff(str(tmp_path / 'a'), str(tmp_path / 'b'))
+    assert code == 1, out
+    assert (f'verdict: same weights, different predictions (first differing image: image '
+            f'{at + 1} in dataset order ({name}, img_id {key})): the evaluation settings '
+            'that differ: config.model.test_cfg.score_thr') in out, out
+    other = run_test(config, checkpoint(base, 'epoch_2.pth'), str(tmp_path / 'c'))
+    code, out = diff(str(tmp_path / 'a'), str(tmp_path / 'c'))
+    at = _first_difference(a, other)
+    assert code == 1, out
+    assert (f'verdict: different predictions (first differing image: image {at + 1} in '
+            f'dataset order ({a[at][1]}, img_id {a[at][0]})), from different weights: the '
+            'checkpoints differ, so the difference is in training') in out, out
+
+
+def test_diff_says_same_weights_different_validation(data_root, tmp_path):
+    config = write_config(str(tmp_path / 'cfg' / 'cfg.py'), 'retinanet', data_root,
+                          num_workers=0, validate=True, max_epochs=1)
+    run_train(config, str(tmp_path / 'a'), env=THREADS)
+    run_train(config, str(tmp_path / 'b'), '--cfg-options', 'model.test_cfg.score_thr=0.2',
+              env=THREADS)
+    a, b = evaluations(str(tmp_path / 'a')), evaluations(str(tmp_path / 'b'))
+    at = _first_difference(a[('val', 8)], b[('val', 8)])
+    key, name, _ = a[('val', 8)][at]
+    code, out = diff(str(tmp_path / 'a'), str(tmp_path / 'b'))
+    assert code == 1, out
+    assert 'weights: identical' in out, out
+    assert (f'verdict: same weights, different validation after iteration 8 (first '
+            f'differing image: image {at + 1} in dataset order ({name}, img_id {key})): the '
+            'difference is in evaluation') in out, out

@@ -1,0 +1,37 @@
+"""broadcast_buffers: rank 0's buffers (model and EMA) on every rank, two real gloo ranks."""
+import socket
+from types import SimpleNamespace
+
+import torch
+import torch.multiprocessing as mp
+from support.spawn_workers import buffers_worker
+
+from mmrepro.resume.rank_buffers import broadcast_buffers
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def test_every_rank_gets_rank0_buffers_and_keeps_its_weights():
+    with mp.Manager() as manager:
+        results = manager.dict()
+        mp.spawn(buffers_worker, args=(_free_port(), results), nprocs=2, join=True)
+        rank0, rank1 = dict(results[0]), dict(results[1])
+    assert rank0['before'] != rank1['before']  # BatchNorm statistics differed per rank
+    assert rank0['after'] == rank0['before']  # rank 0 receives nothing
+    assert rank1['after'] == rank0['before']
+    assert rank1['ema'] == rank0['ema']
+    # 3 BatchNorm buffers of the model; 3 of the EMA copy and its step count
+    assert rank0['sent'] == rank1['sent'] == 7
+    assert rank0['weights_kept'] and rank1['weights_kept']
+
+
+def test_one_process_sends_nothing():
+    model = torch.nn.BatchNorm1d(2)
+    model(torch.randn(4, 2))
+    before = [b.clone() for b in model.buffers()]
+    assert broadcast_buffers(SimpleNamespace(model=model, hooks=[])) == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.buffers(), strict=True))
