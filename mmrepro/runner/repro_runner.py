@@ -16,7 +16,9 @@ and :class:`ReproRunner` (registered in ``RUNNERS``) puts that in front of MMEng
 - ``register_hooks``, ``register_default_hooks`` -- ``ReproducibilityHook`` where missing,
   mmrepro's checkpoint and scheduler hooks (:mod:`.hooks`);
 - ``build_train_loop`` -- the epoch loop that numbers a resumed epoch's batches
-  (:mod:`.epoch_loop`).
+  (:mod:`.epoch_loop`);
+- ``build_val_loop``, ``build_test_loop`` -- evaluation batches and results that do not
+  depend on the number of ranks (:mod:`.eval_loops`).
 
 A config gets it with ``runner_type='ReproRunner'`` (the shipped base config sets it),
 or through the one entry of :mod:`.entry` when it enables mmrepro with the two
@@ -35,6 +37,7 @@ from ..run.state import run_state
 from .checkpoints import CheckpointMixin
 from .distributed import DistributedMixin
 from .epoch_loop import LoopMixin
+from .eval_loops import EvalLoopMixin
 from .hooks import HooksMixin
 from .loaders import LoaderMixin
 from .model import ModelMixin
@@ -44,7 +47,7 @@ from .schedules import ScheduleMixin
 
 
 class ReproRunnerMixin(RandomnessMixin, LoaderMixin, ModelMixin, DistributedMixin,
-                       ScheduleMixin, CheckpointMixin, HooksMixin, LoopMixin):
+                       ScheduleMixin, CheckpointMixin, HooksMixin, LoopMixin, EvalLoopMixin):
     """mmrepro's Runner methods, to put in front of a Runner class (see the module)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
