@@ -12,7 +12,9 @@ class RankBatchSampler(SeededBatchSampler):
     """This rank's batch sampler, decided exactly as before, its indices keyed.
 
     Sample ``n`` of this rank in an epoch is at stream position ``n x world_size +
-    rank``. Its position in a checkpoint counts this rank's batches
+    rank``; a batch sampler whose ``global_order`` is true (evaluation's
+    :class:`~mmrepro.data.eval_batch_sampler.EvalBatchSampler`) puts index ``i`` at
+    position ``i`` on every layout. Its position in a checkpoint counts this rank's batches
     (``dict(epoch, batches, unit='rank')``), which only the same layout resumes.
 
     Args:
@@ -33,6 +35,7 @@ class RankBatchSampler(SeededBatchSampler):
         super().__init__(batch_sampler, batch_sampler, seed, rank, diff_rank_seed, logger,
                          history)
         self.world_size = world_size
+        self._global_order = getattr(batch_sampler, 'global_order', False) is True
 
     def __len__(self) -> int:
         return len(self.batch_sampler)
@@ -44,7 +47,8 @@ class RankBatchSampler(SeededBatchSampler):
         for batch in self._isolated(epoch):
             slots = []
             for index in batch:
-                position = local * self.world_size + self.rank
+                position = (int(index) if self._global_order
+                            else local * self.world_size + self.rank)
                 slots.append((position, int(index), tuple(earlier)))
                 if self.history:
                     earlier.append((position, int(index)))

@@ -11,6 +11,7 @@ SELF_CONTAINED = frozenset({
     'torch.utils.data.sampler.BatchSampler',
     'mmengine.dataset.sampler.DefaultSampler',
     'mmengine.dataset.sampler.InfiniteSampler',
+    'mmrepro.data.eval_batch_sampler.EvalBatchSampler',
     'mmdet.datasets.samplers.batch_sampler.AspectRatioBatchSampler',
     'mmdet.datasets.samplers.batch_sampler.TrackAspectRatioBatchSampler',
     'mmdet.datasets.samplers.batch_sampler.MultiDataAspectRatioBatchSampler',

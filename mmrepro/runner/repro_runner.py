@@ -17,6 +17,8 @@ and :class:`ReproRunner` (registered in ``RUNNERS``) puts that in front of MMEng
   mmrepro's checkpoint and scheduler hooks (:mod:`.hooks`);
 - ``build_train_loop`` -- the epoch loop that numbers a resumed epoch's batches
   (:mod:`.epoch_loop`);
+- ``build_val_loop``, ``build_test_loop`` -- evaluation batches and results that do not
+  depend on the number of ranks (:mod:`.eval_loops`);
 - ``val``, ``test`` -- a run that only evaluates is recorded as one (:mod:`.evaluating`).
 
 A config gets it with ``runner_type='ReproRunner'`` (the shipped base config sets it),
@@ -36,6 +38,7 @@ from ..run.state import run_state
 from .checkpoints import CheckpointMixin
 from .distributed import DistributedMixin
 from .epoch_loop import LoopMixin
+from .eval_loops import EvalLoopMixin
 from .evaluating import EvaluatingMixin
 from .hooks import HooksMixin
 from .loaders import LoaderMixin
@@ -46,7 +49,7 @@ from .schedules import ScheduleMixin
 
 
 class ReproRunnerMixin(RandomnessMixin, LoaderMixin, ModelMixin, DistributedMixin,
-                       ScheduleMixin, CheckpointMixin, HooksMixin, LoopMixin,
+                       ScheduleMixin, CheckpointMixin, HooksMixin, LoopMixin, EvalLoopMixin,
                        EvaluatingMixin):
     """mmrepro's Runner methods, to put in front of a Runner class (see the module)."""
 

@@ -3,10 +3,15 @@
 A spawned process imports the function by its module's name; test modules are imported
 by path (pytest's importlib mode), so their functions cannot be found there.
 """
+import os
+
 import torch
 import torch.distributed as dist
+from mmengine.evaluator import BaseMetric, Evaluator
 
+from mmrepro.data.eval_batch_sampler import EvalBatchSampler
 from mmrepro.rng.seeding import init_random_seed, set_random_seed
+from mmrepro.runner.eval_loops import results_in_default_order
 
 
 def seeding_worker(rank: int, port: int, results) -> None:
@@ -48,5 +53,54 @@ def buffers_worker(rank: int, port: int, results) -> None:
             ema=[b.tolist() for b in ema.buffers()],
             weights_kept=all(torch.equal(a, b) for a, b in zip(weights, model.parameters(),
                                                                     strict=True)))
+    finally:
+        dist.destroy_process_group()
+
+
+class IndexMetric(BaseMetric):
+    """Keeps ``(index, value)`` per sample (the loader's ``data_samples`` are the
+    indices); ``per_batch`` keeps one entry per batch instead. After ``evaluate``,
+    ``seen`` holds the results as ``compute_metrics`` got them (rank 0)."""
+
+    def __init__(self, per_batch: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.per_batch = per_batch
+        self.seen: list = []
+
+    def process(self, data_batch, data_samples) -> None:
+        pairs = [(int(i), float(v)) for i, v in zip(data_batch['data_samples'], data_samples,
+                                                     strict=True)]
+        self.results.extend(pairs[:1] if self.per_batch else pairs)
+
+    def compute_metrics(self, results: list) -> dict:
+        self.seen = list(results)
+        return dict(samples=float(len(results)))
+
+
+def share_results_worker(rank: int, port: int, world_size: int, size: int, batch_size: int,
+                         cwd: str, results) -> None:
+    """Rank ``rank`` of ``world_size`` (gloo), in ``cwd`` (``collect_results`` writes its
+    parts there): each metric holds this rank's results of :class:`EvalBatchSampler`'s
+    batches; what rank 0's metrics compute on after the evaluator's ``evaluate`` under
+    ``results_in_default_order``, or the error raised."""
+    os.chdir(cwd)
+    dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=rank,
+                            world_size=world_size)
+    try:
+        batches = EvalBatchSampler(range(size), batch_size, size=size, rank=rank,
+                                   world_size=world_size)
+        for per_batch in (False, True):
+            evaluator = Evaluator([IndexMetric(prefix='a'),
+                                   IndexMetric(per_batch=per_batch, prefix='b')])
+            for batch in batches:
+                index = torch.tensor(batch)
+                evaluator.process(index.float() * 10, dict(data_samples=index))
+            try:
+                with results_in_default_order(evaluator, batches):
+                    evaluator.evaluate(size)
+                found = [m.seen for m in evaluator.metrics]
+            except ValueError as err:
+                found = str(err)
+            results[(rank, per_batch)] = (found, 'evaluate' in evaluator.__dict__)
     finally:
         dist.destroy_process_group()
