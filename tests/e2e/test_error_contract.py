@@ -90,6 +90,8 @@ DIST = Tool(osp.join(REPO, 'tools', 'dist_train.sh'))
 DIFF = _tool('repro_diff')
 DIGEST = _tool('weights_digest')
 BUNDLE = _tool('bundle')
+TEST = _tool('test', exits_with_main=False)  # main(), then exit 0; errors: sys.exit(2)
+DIST_TEST = Tool(osp.join(REPO, 'tools', 'dist_test.sh'))
 
 #: (tool, arguments, the whole of stderr). ``{work_dir}``, ``{bad}`` (a config with a
 #: syntax error), ``{child}`` (a config inheriting it), ``{plain}`` (a config without
@@ -162,6 +164,19 @@ CASES = {
     'dist-bad-nproc': (DIST, [DEMO, 'two', *W],
                        "dist_train.sh: error: NPROC must be a whole number >= 1 (processes per "
                        "node), got 'two'"),
+    'test-missing-checkpoint': (
+        TEST, [*W, DEMO, '{missing}.pth'],
+        "mmrepro-test: error: CHECKPOINT '{missing}.pth': no such file, expected a checkpoint "
+        'file (.pth); give the .pth file to test, e.g. work_dirs/NAME/epoch_12.pth'),
+    'test-out-not-a-pickle': (
+        TEST, [*W, DEMO, '{missing}.pth', '--out', 'results.json'],
+        "mmrepro-test: error: --out 'results.json': expected a pickle file name ending in "
+        '.pkl or .pickle (MMDetection dumps the predictions with pickle); e.g. --out '
+        'results.pkl'),
+    'dist-test-no-checkpoint': (
+        DIST_TEST, [DEMO, '2'],
+        'dist_test.sh: error: expected CONFIG CHECKPOINT NPROC [tools/test.py args], got 2 '
+        'argument(s); e.g. bash tools/dist_test.sh configs/my_config.py epoch_12.pth 2'),
     'diff-missing-run': (DIFF, ['{missing}', '{missing}'],
                          'repro_diff: error: {missing}: no such file or directory'),
     'diff-one-run': (DIFF, ['{missing}'],
@@ -280,7 +295,8 @@ NEEDS_RUNS = ('train-resume-work-dir', 'train-resume-another-model', 'digest-wor
               'check-config-resume-another-model', 'dist-resume-another-model')
 #: The cases run in a real subprocess (the module's docstring says why); the others call
 #: the tool's ``main`` in this process.
-IN_SUBPROCESS = (*sorted(case for case, (tool, _, _) in CASES.items() if tool is DIST),
+IN_SUBPROCESS = (*sorted(case for case, (tool, _, _) in CASES.items()
+                         if tool in (DIST, DIST_TEST)),
                  'train-resume-not-a-checkpoint', 'digest-not-a-checkpoint')
 
 #: The cases whose line docs/tools.md shows (its ``error-contract`` block), in its order.
@@ -327,12 +343,13 @@ def _run(case: str, places: dict, cwd: str, capfd, monkeypatch) -> Tuple[int, st
         monkeypatch.chdir(cwd)
         code, _, err = run_tool(tool, args, capfd, monkeypatch)
         return code, err
-    command = ['bash', tool.script] if tool is DIST else [sys.executable, tool.script]
+    command = (['bash', tool.script] if tool in (DIST, DIST_TEST)
+               else [sys.executable, tool.script])
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
     env['PYTHONPATH'] = pythonpath(REPO)
     if case == 'dist-python-without-torch':
         env['PYTHON'] = places['no_torch']
-    elif tool is DIST:
+    elif tool in (DIST, DIST_TEST):
         env['PYTHON'] = sys.executable
     proc = subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=300)

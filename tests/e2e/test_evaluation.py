@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
 # BatchNorm training (norm_eval=False, as RTMDet, YOLOX and many custom configs): each
 # rank's running statistics follow its own batches. 2 ranks x batch 2: 4 iterations per
 # epoch, validation after iterations 4, 8 and 12, a checkpoint every 6 iterations.
+# Validation and test batches of 2 images of varied sizes: each batch pads its images.
 EVAL = """
 model = dict(backbone=dict(norm_eval=False))
 custom_hooks = [dict(type='ReproducibilityHook'),
@@ -35,7 +36,7 @@ class EvalRuns:
     def __init__(self, root, data_root):
         self.root, self.data_root, self._done = root, data_root, {}
 
-    def config(self, tag, batch=1, num_workers=1):
+    def config(self, tag, batch=2, num_workers=1):
         return write_config(osp.join(self.root, f'cfg-{tag}', 'cfg.py'), 'retinanet',
                             self.data_root, extra=EVAL.format(batch=batch),
                             num_workers=num_workers, validate=True, test=True)
@@ -139,7 +140,8 @@ def test_resumed_two_rank_run_validates_as_the_uninterrupted_one(eval_runs, tmp_
     assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
 
 
-def test_test_runs_identical_across_reruns_workers_and_ranks(eval_runs, tmp_path):
+def test_test_runs_identical_across_reruns_workers_and_ranks_batch_2_and_1(eval_runs,
+                                                                          tmp_path):
     base = eval_runs.get('base')
     config, ckpt = eval_runs.config('base'), checkpoint(base, 'epoch_2.pth')
     first = run_test(config, ckpt, str(tmp_path / 'a'))
@@ -152,6 +154,10 @@ def test_test_runs_identical_across_reruns_workers_and_ranks(eval_runs, tmp_path
     code, out = diff(str(tmp_path / 'a'), str(tmp_path / 'r2'))
     assert code == 0, out
     assert 'verdict: identical predictions (8 images, bit for bit) and metrics' in out
+    one = ('--cfg-options', 'test_dataloader.batch_size=1')
+    single = run_test(config, ckpt, str(tmp_path / 'b1'), *one)
+    assert run_test(config, ckpt, str(tmp_path / 'b1r2'), *one, nproc=2) == single
+    assert single != first  # one image per batch pads nothing: other predictions
 
 
 def _first_difference(a, b):
