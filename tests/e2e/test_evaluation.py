@@ -9,7 +9,16 @@ import sys
 
 import pytest
 from support.dist_utils import dist_env, dist_train
-from support.repro_utils import REPO, RUN_CWD, checkpoint, run_train, state_digest, write_config
+from support.repro_utils import (
+    REPO,
+    RUN_CWD,
+    TESTS,
+    checkpoint,
+    pythonpath,
+    run_train,
+    state_digest,
+    write_config,
+)
 
 from mmrepro.record.evaluation import PREDICTIONS_NAME
 from mmrepro.record.run_record import TEST_RECORD_NAME
@@ -83,7 +92,7 @@ def run_test(config, ckpt, work_dir, *args, nproc=1):
     else:
         cmd = [sys.executable, osp.join(REPO, 'tools', 'test.py'), config, ckpt,
                '--work-dir', work_dir, *args]
-        env = {**os.environ, **THREADS}
+        env = {**os.environ, **THREADS, 'PYTHONPATH': pythonpath(TESTS)}
     proc = subprocess.run(cmd, cwd=RUN_CWD, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
@@ -158,6 +167,23 @@ def test_test_runs_identical_across_reruns_workers_and_ranks_batch_2_and_1(eval_
     single = run_test(config, ckpt, str(tmp_path / 'b1'), *one)
     assert run_test(config, ckpt, str(tmp_path / 'b1r2'), *one, nproc=2) == single
     assert single != first  # one image per batch pads nothing: other predictions
+
+
+def test_mmengines_test_loop_on_two_ranks_changes_predictions(eval_runs, tmp_path):
+    """The control: on 2 ranks MMEngine's loop batches other images together (its
+    ``DefaultSampler`` deals out images, not batches), and their padding differs."""
+    base = eval_runs.get('base')
+    config, ckpt = eval_runs.config('base'), checkpoint(base, 'epoch_2.pth')
+    plain = str(tmp_path / 'plain.py')  # custom_imports are read when a config file loads
+    with open(plain, 'w') as f:
+        f.write(f'_base_ = {config!r}\ntest_cfg = dict(type=\'PlainTestLoop\')\ncustom_imports '
+                "= dict(imports=['mmrepro', 'support.plain_loops'], allow_failed_imports=False)\n")
+    one = run_test(plain, ckpt, str(tmp_path / 'one'))
+    assert run_test(plain, ckpt, str(tmp_path / 'two'), nproc=2) != one
+    with open(glob.glob(str(tmp_path / 'two' / '*' / '*.log'))[0]) as f:
+        assert ('mmrepro: the test loop is PlainTestLoop, not ReproTestLoop: with batch_size '
+                "> 1 an image's padding, and so its predictions, can change with the number "
+                'of ranks') in f.read()
 
 
 def _first_difference(a, b):
