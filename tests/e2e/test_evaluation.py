@@ -138,7 +138,6 @@ def test_weights_and_validations_bitwise_across_num_workers(eval_runs):
         'iteration 12)' in out, out
 
 
-@pytest.mark.floor
 def test_resumed_two_rank_run_validates_as_the_uninterrupted_one(eval_runs, tmp_path):
     base = eval_runs.get('base')
     work_dir = str(tmp_path / 'resumed')

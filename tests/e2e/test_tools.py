@@ -35,7 +35,7 @@ def _undocumented(help_text: str) -> list:
 def test_every_python_tool_is_checked():
     names = [osp.basename(path) for path in TOOLS]
     assert names == ['bundle.py', 'check_repro.py', 'make_demo_data.py', 'repro_diff.py',
-                     'support_matrix.py', 'train.py', 'weights_digest.py']
+                     'support_matrix.py', 'test.py', 'train.py', 'weights_digest.py']
 
 
 @pytest.mark.parametrize('path', TOOLS, ids=osp.basename)

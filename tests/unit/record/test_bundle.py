@@ -135,3 +135,26 @@ def test_a_member_outside_the_bundle_is_refused(tmp_path):
                        'inside the bundle; refused'):
         unpack(evil, str(tmp_path / 'into'))
     assert not (tmp_path / 'escaped.json').exists()
+
+
+def test_validations_travel_in_the_bundle(tmp_path, capsys):
+    from support.toy_runner import MeanOutput
+    kwargs = runner_kwargs(tmp_path / 'run', HOOKS)
+    kwargs.update(val_dataloader=dict(kwargs['train_dataloader'],
+                                      sampler=dict(type='DefaultSampler', shuffle=False)),
+                  val_evaluator=[MeanOutput()], val_cfg=dict())
+    torch.manual_seed(0)
+    Runner(**kwargs).train()
+    out = str(tmp_path / 'run.tar.gz')
+    assert bundle_main([str(tmp_path / 'run'), out]) == 0
+    assert [n for n in _members(out) if n.endswith('predictions.jsonl')]
+    with tarfile.open(out, 'r:gz') as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith('run_record.json'))
+        record = json.load(tar.extractfile(member))
+    assert [(e['kind'], e['iter']) for e in record['evaluation']] == [
+        ('val', 8), ('val', 16), ('val', 24)]
+    capsys.readouterr()
+    assert diff_main([out, str(tmp_path / 'run')]) == 0
+    assert ('evaluations: predictions and metrics equal at every evaluation in common (3: '
+            'validation after iteration 8, validation after iteration 16, validation after '
+            'iteration 24)') in capsys.readouterr().out
