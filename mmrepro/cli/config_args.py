@@ -6,8 +6,9 @@ Configs and ``--cfg-options`` are loaded by :mod:`mmrepro.run.config`, whose
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import NoReturn
+from typing import List, NoReturn, Optional
 
 from ..run.config import ConfigError
 
@@ -24,3 +25,33 @@ def report(prog: str, err: BaseException) -> int:
     """Print ``err`` as the tool's ``error:`` line on stderr; return exit status 2."""
     print(f'{prog}: error: {err}', file=sys.stderr)
     return 2
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments ``tools/train.py`` and ``tools/test.py`` share: MMDetection's
+    ``--cfg-options`` (kept a list of ``KEY=VALUE`` strings, parsed by
+    :func:`mmrepro.run.config.load_config`), ``--launcher`` and ``--local_rank``, and
+    mmrepro's ``--deterministic``/``--no-deterministic``."""
+    parser.add_argument(
+        '--cfg-options', nargs='+', action='extend', default=[], metavar='KEY=VALUE',
+        help='override some settings in the used config, the key-value pair in xxx=yyy '
+        'format will be merged into config file.')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
+                        default='none', help='job launcher')
+    # With PyTorch >= 2.0, `torch.distributed.launch` passes `--local-rank`, not
+    # `--local_rank`.
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0,
+                        help='set by torch.distributed.launch (sets LOCAL_RANK)')
+    parser.add_argument('--deterministic', action=argparse.BooleanOptionalAction,
+                        default=None, help='deterministic algorithms on or off (overrides '
+                        'randomness.deterministic)')
+
+
+def parse_run_args(parser: argparse.ArgumentParser,
+                   argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """Parse ``argv``; set ``LOCAL_RANK`` from ``--local_rank`` where the launcher did not,
+    as MMDetection's tools do."""
+    args = parser.parse_args(argv)
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args

@@ -13,7 +13,6 @@ the first image whose predictions differ.
 from __future__ import annotations
 
 import argparse
-import os
 import os.path as osp
 import sys
 from copy import deepcopy
@@ -28,7 +27,7 @@ from ..run.config import (
     load_config,
 )
 from ..run.enable import enable_in_config
-from .config_args import ArgumentParser, report
+from .config_args import ArgumentParser, add_run_arguments, parse_run_args, report
 from .exit_codes import epilog
 from .train import close_process_group, prepare_environment, reexec_with_environment
 
@@ -58,26 +57,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         '(under work_dir/timestamp/)')
     parser.add_argument('--wait-time', type=float, default=2,
                         help='the interval of show (s)')
-    parser.add_argument(
-        '--cfg-options', nargs='+', action='extend', default=[], metavar='KEY=VALUE',
-        help='override some settings in the used config, the key-value pair in xxx=yyy '
-        'format will be merged into config file.')
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
-                        default='none', help='job launcher')
+    add_run_arguments(parser)
     parser.add_argument('--tta', action='store_true', help='test-time augmentation '
                         '(the config\'s tta_model and tta_pipeline, else a flip)')
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0,
-                        help='set by torch.distributed.launch (sets LOCAL_RANK)')
-    parser.add_argument('--deterministic', action=argparse.BooleanOptionalAction,
-                        default=None, help='deterministic algorithms on or off (overrides '
-                        'randomness.deterministic)')
     parser.add_argument('--check-config', action='store_true',
                         help='only check the arguments, the config and the checkpoint (exit '
                         '0 if good, 2 with one error: line), building and writing nothing')
-    args = parser.parse_args(argv)
-    if 'LOCAL_RANK' not in os.environ:
-        os.environ['LOCAL_RANK'] = str(args.local_rank)
-    return args
+    return parse_run_args(parser, argv)
 
 
 def build_config(args: argparse.Namespace) -> Any:

@@ -24,7 +24,7 @@ from ..run.config import (
 )
 from ..run.enable import enable_in_config
 from ..run.settings import check_seed
-from .config_args import ArgumentParser, report
+from .config_args import ArgumentParser, add_run_arguments, parse_run_args, report
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -49,22 +49,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         '--resume', nargs='?', type=str, const='auto',
         help='If specify checkpoint path, resume from it, while if not specify, try to '
         'auto resume from the latest checkpoint in the work directory.')
-    parser.add_argument(
-        '--cfg-options', nargs='+', action='extend', default=[], metavar='KEY=VALUE',
-        help='override some settings in the used config, the key-value pair in xxx=yyy '
-        'format will be merged into config file.')
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
-                        default='none', help='job launcher')
-    # When using PyTorch version >= 2.0.0, the `torch.distributed.launch`
-    # will pass the `--local-rank` parameter to `tools/train.py` instead
-    # of `--local_rank`.
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0,
-                        help='set by torch.distributed.launch (sets LOCAL_RANK)')
+    add_run_arguments(parser)
     parser.add_argument('--seed', type=_seed_arg, default=None,
                         help='random seed (overrides randomness.seed)')
-    parser.add_argument('--deterministic', action=argparse.BooleanOptionalAction,
-                        default=None, help='deterministic algorithms on or off (overrides '
-                        'randomness.deterministic)')
     parser.add_argument('--diff-rank-seed', action='store_true', default=None,
                         help='a different seed per rank (overrides randomness.diff_rank_seed)')
     parser.add_argument('--check-config', action='store_true',
@@ -74,10 +61,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='re-execute this process with PYTHONHASHSEED set from the seed '
                         '(0 when the seed is drawn), so str/bytes hashing (set iteration '
                         'order) is fixed in this process too, not only in its children')
-    args = parser.parse_args(argv)
-    if 'LOCAL_RANK' not in os.environ:
-        os.environ['LOCAL_RANK'] = str(args.local_rank)
-    return args
+    return parse_run_args(parser, argv)
 
 
 def _seed_arg(text: str) -> int:
