@@ -171,7 +171,13 @@ class ReproducibilityHook(Hook):
     # ------------------------------------------------------------- evaluation
     def before_val_epoch(self, runner) -> None:
         """Give every rank rank 0's buffers (the checkpoint's); start digesting."""
-        self._evaluation_starts(runner)
+        sent = broadcast_buffers(runner)
+        if sent and not self._said_buffers:
+            self._said_buffers = True
+            runner.logger.info(f"mmrepro: every rank evaluates with rank 0's {sent} "
+                               'buffers (BatchNorm statistics...), which the checkpoint '
+                               'holds; broadcast before every evaluation and checkpoint')
+        self._evaluations.begin()
 
     def after_val_iter(self, runner, batch_idx: int, data_batch: Any = None,
                        outputs: Any = None) -> None:
@@ -182,27 +188,13 @@ class ReproducibilityHook(Hook):
         """Record the validation: metrics and predictions digest (gathers every rank)."""
         self._evaluated(runner, 'val', metrics)
 
-    def before_test_epoch(self, runner) -> None:
-        """Give every rank rank 0's buffers; start digesting."""
-        self._evaluation_starts(runner)
-
-    def after_test_iter(self, runner, batch_idx: int, data_batch: Any = None,
-                        outputs: Any = None) -> None:
-        """Digest this batch's predictions."""
-        self._evaluations.add(outputs)
+    # A test starts and digests as a validation does; only its record entry differs.
+    before_test_epoch = before_val_epoch
+    after_test_iter = after_val_iter
 
     def after_test_epoch(self, runner, metrics: Optional[Dict[str, Any]] = None) -> None:
         """Record the test: metrics and predictions digest (gathers every rank)."""
         self._evaluated(runner, 'test', metrics)
-
-    def _evaluation_starts(self, runner) -> None:
-        sent = broadcast_buffers(runner)
-        if sent and not self._said_buffers:
-            self._said_buffers = True
-            runner.logger.info(f"mmrepro: every rank evaluates with rank 0's {sent} "
-                               'buffers (BatchNorm statistics...), which the checkpoint '
-                               'holds; broadcast before every evaluation and checkpoint')
-        self._evaluations.begin()
 
     def _evaluated(self, runner, kind: str, metrics: Optional[Dict[str, Any]]) -> None:
         from mmengine.runner import BaseLoop
