@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os.path as osp
 import subprocess
-import sys
 from typing import Callable, List
 
 from ..record.run_record import diff_records
@@ -22,13 +21,13 @@ from ..resume.preflight import check_checkpoint_file
 from .eval_verdict import checkpoint_lines, compare_test_runs
 from .evaluations import evaluation_lines
 from .run_data import RunData, load_run
-from .runs import CHECK_MARKERS, PROG, free_port, prepare_work_dir
+from .runs import CHECK_MARKERS, PROG, prepare_work_dir, tool_launch
 
 #: Exit statuses (those of ``mmrepro-check``).
 REPRODUCED, DIFFERENT, INCONCLUSIVE = 0, 1, 3
 
 
-def test_baseline_config(baseline: RunData) -> str:
+def baseline_test_config(baseline: RunData) -> str:
     """The config dump of the baseline's test run.
 
     Raises:
@@ -42,16 +41,11 @@ def test_baseline_config(baseline: RunData) -> str:
     return dump
 
 
-def test_command(config: str, checkpoint: str, work_dir: str, options: List[str],
-                 nproc: int) -> List[str]:
+def mmrepro_test_command(config: str, checkpoint: str, work_dir: str, options: List[str],
+                         nproc: int) -> List[str]:
     """The command line of ``mmrepro-test`` (torchrun with ``nproc`` processes if > 0)."""
-    script = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))),
-                      'tools', 'test.py')
-    entry = [script] if osp.isfile(script) else ['-m', 'mmrepro.cli.test']
-    launch = (['-m', 'torch.distributed.run', f'--nproc_per_node={nproc}',
-               f'--master_port={free_port()}'] if nproc else [])
-    return [sys.executable, *launch, *entry, config, checkpoint, '--work-dir', work_dir,
-            *(['--launcher', 'pytorch'] if nproc else []),
+    command, launcher = tool_launch('test', nproc)
+    return [*command, config, checkpoint, '--work-dir', work_dir, *launcher,
             *(['--cfg-options', *options] if options else [])]
 
 
@@ -81,13 +75,13 @@ def run_test_against(options, say: Callable[..., None] = print) -> int:
         say('verdict: a different checkpoint (before testing): the baseline tested other '
             'weights; give the checkpoint the baseline tested, or compare the training runs')
         return DIFFERENT
-    config = options.config or test_baseline_config(baseline)
+    config = options.config or baseline_test_config(baseline)
     work_dir = options.work_dir or osp.join('work_dirs', 'check_against', 'test')
     prepare_work_dir(work_dir, say)
     say(f'{PROG}: testing {options.resume_from} here against {options.baseline} '
         f'({max(options.nproc, 1)} process(es))')
     log = osp.join(work_dir, CHECK_MARKERS[-1])
-    command = test_command(config, options.resume_from, work_dir, options.cfg_options,
+    command = mmrepro_test_command(config, options.resume_from, work_dir, options.cfg_options,
                            options.nproc)
     with open(log, 'w') as f:
         code = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT).returncode

@@ -252,19 +252,25 @@ def deterministic(cfg: Any) -> bool:
     return bool((cfg.get('randomness') or {}).get('deterministic', False))
 
 
+def tool_launch(tool: str, nproc: int = 0) -> Tuple[List[str], List[str]]:
+    """``(the command up to the tool's arguments, the launcher arguments)`` of ``tool``
+    (``train`` or ``test``): the checkout's ``tools/<tool>.py`` where there is one, else
+    ``-m mmrepro.cli.<tool>``; under torchrun with ``nproc`` processes if > 0."""
+    script = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))),
+                      'tools', f'{tool}.py')
+    entry = [script] if osp.isfile(script) else ['-m', f'mmrepro.cli.{tool}']
+    if not nproc:
+        return [sys.executable, *entry], []
+    return ([sys.executable, '-m', 'torch.distributed.run', f'--nproc_per_node={nproc}',
+             f'--master_port={free_port()}', *entry], ['--launcher', 'pytorch'])
+
+
 def train_command(child: str, work_dir: str, run: Run, user_options: List[str],
                   nproc: int = 0) -> List[str]:
     """The command line that trains ``run`` (torchrun with ``nproc`` processes if > 0)."""
-    script = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))),
-                      'tools', 'train.py')
-    entry = [script] if osp.isfile(script) else ['-m', 'mmrepro.cli.train']
-    launch, launcher = [], []
-    if nproc:
-        launch = ['-m', 'torch.distributed.run', f'--nproc_per_node={nproc}',
-                  f'--master_port={free_port()}']
-        launcher = ['--launcher', 'pytorch']
+    command, launcher = tool_launch('train', nproc)
     options = [*user_options, *run.cfg_options]
-    return [sys.executable, *launch, *entry, child, '--work-dir', work_dir, *run.args,
+    return [*command, child, '--work-dir', work_dir, *run.args,
             *launcher, *(['--cfg-options', *options] if options else [])]
 
 

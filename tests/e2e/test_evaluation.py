@@ -227,3 +227,26 @@ def test_diff_says_same_weights_different_validation(data_root, tmp_path):
     assert (f'verdict: same weights, different validation after iteration 8 (first '
             f'differing image: image {at + 1} in dataset order ({name}, img_id {key})): the '
             'difference is in evaluation') in out, out
+
+
+def test_check_against_a_test_run_tests_the_same_checkpoint_here(eval_runs, tmp_path):
+    base = eval_runs.get('base')
+    config, ckpt = eval_runs.config('base'), checkpoint(base, 'epoch_3.pth')
+    run_test(config, ckpt, str(tmp_path / 'baseline'))
+
+    def check(*args):
+        return subprocess.run([sys.executable, osp.join(REPO, 'tools', 'check_repro.py'),
+                               '--against', str(tmp_path / 'baseline'), *args], cwd=RUN_CWD,
+                              capture_output=True, text=True, timeout=600,
+                              env={**os.environ, **THREADS})
+
+    proc = check('--from', ckpt, '--work-dir', str(tmp_path / 'here'))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert 'verdict: identical predictions (8 images, bit for bit) and metrics' in proc.stdout
+    other = check('--from', checkpoint(base, 'epoch_2.pth'), '--work-dir',
+                  str(tmp_path / 'other'))
+    assert other.returncode == 1, other.stdout + other.stderr[-3000:]
+    assert ('verdict: a different checkpoint (before testing): the baseline tested other '
+            'weights; give the checkpoint the baseline tested, or compare the training runs'
+            ) in other.stdout
+    assert not (tmp_path / 'other').exists()  # refused before testing
