@@ -5,7 +5,8 @@ from collections import deque
 from typing import Any, Dict, Iterator, List
 
 from .global_stream import Slot
-from .seeded_batch_sampler import SeededBatchSampler, rank_position
+from .data_position import rank_position
+from .seeded_batch_sampler import SeededBatchSampler
 
 
 class RankBatchSampler(SeededBatchSampler):

@@ -45,8 +45,11 @@ class CheckpointMixin:
         return _safely(super().load_checkpoint, *args, **kwargs)
 
     def resume(self: Any, *args: Any, **kwargs: Any) -> None:
-        """``Runner.resume``, local files loaded with mmrepro's allow-list."""
-        return _safely(super().resume, *args, **kwargs)
+        """``Runner.resume``, local files loaded with mmrepro's allow-list; then a train
+        loader built before the checkpoint was known is positioned."""
+        from .loaders import position_after_resume
+        _safely(super().resume, *args, **kwargs)
+        position_after_resume(self)
 
 
 def _local(out_dir: Any, backend_args: Optional[dict]) -> bool:

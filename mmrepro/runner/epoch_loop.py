@@ -36,8 +36,7 @@ class ReproEpochBasedTrainLoop(EpochBasedTrainLoop):
         self.runner.call_hook('before_train_epoch')  # sets the sampler's epoch
         self.runner.model.train()
         sampler = getattr(self.dataloader, 'batch_sampler', None)
-        start = (sampler.position.start(sampler.current_epoch())
-                 if isinstance(sampler, SeededBatchSampler) else 0)
+        start = sampler.epoch_start() if isinstance(sampler, SeededBatchSampler) else 0
         for idx, data_batch in enumerate(self.dataloader, start):
             self.run_iter(idx, data_batch)
         self.runner.call_hook('after_train_epoch')

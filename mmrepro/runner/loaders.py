@@ -6,6 +6,8 @@ from typing import Any, Optional
 
 from mmengine.logging import print_log
 from mmengine.runner import Runner
+from mmengine.runner.base_loop import BaseLoop
+from mmengine.runner.loops import IterBasedTrainLoop
 from torch.utils.data import DataLoader
 
 from ..data.global_batch_sampler import GlobalBatchSampler
@@ -72,26 +74,44 @@ def _reproducible(runner: Any, dataloader: Any, seed: Optional[int]) -> DataLoad
     if train:
         state.pipeline_generators = [g.as_dict() for g in owned_generators(loader.dataset)]
         state.global_stream = isinstance(loader.batch_sampler, GlobalBatchSampler)
-    if train and state.resume is not None and state.resume.section is not None:
-        _position(loader, state)
+        position_train_loader(runner, loader)
     return loader
 
 
-def _position(loader: DataLoader, state: Any) -> None:
+def position_train_loader(runner: Runner, loader: DataLoader) -> None:
     """Start the train loader after the batches the resumed checkpoint consumed.
 
-    The section was validated when the checkpoint was peeked at; how this run resumes it
-    is decided here, once, now that the layout is known
-    (:func:`~mmrepro.resume.section.planned`), and ``ReproducibilityHook`` follows the
-    same plan. The batch sampler validates the position and holds it until its next
-    pass. A refused plan positions nothing (the hook then refuses, or with
-    ``auto_scale_lr`` continues as MMEngine would, and says so).
+    The one place the position is loaded: when the train loader is built, where the
+    checkpoint was peeked at (:mod:`mmrepro.runner.randomness`), and, after
+    ``Runner.resume``, for a loader built before the checkpoint was known (a remote file,
+    not peeked at; :func:`position_after_resume`). The section was validated when the
+    checkpoint was peeked at or loaded; how this run resumes it is decided once, now that
+    the layout is known (:func:`~mmrepro.resume.section.planned`), and
+    ``ReproducibilityHook`` follows the same plan. The batch sampler validates the
+    position and holds it until its next pass. A refused plan positions nothing (the hook
+    then refuses, or with ``auto_scale_lr`` continues as MMEngine would, and says so); a
+    sampler already positioned there is left as it is.
     """
+    state = run_state(runner)
     resume = state.resume
+    if resume is None or resume.section is None:
+        return
     plan = planned(resume, state.layout, state.global_stream)
     position = resume.section.get('position')
-    if position and plan.restores and isinstance(loader.batch_sampler, SeededBatchSampler):
-        loader.batch_sampler.load_state_dict(position)
+    sampler = loader.batch_sampler
+    if position and plan.restores and isinstance(sampler, SeededBatchSampler) and \
+            not sampler.positioned_at(sampler.local_position(position)):
+        sampler.load_state_dict(position)
+
+
+def position_after_resume(runner: Runner) -> None:
+    """After ``Runner.resume``: position a train loader built before the checkpoint was
+    known (:func:`position_train_loader`), unless its loop is an ``IterBasedTrainLoop``,
+    whose iterator has started its pass: MMEngine then replays the trained batches (and
+    the log says so, :class:`~mmrepro.resume.keeper.ResumeKeeper`)."""
+    loop = runner._train_loop
+    if isinstance(loop, BaseLoop) and not isinstance(loop, IterBasedTrainLoop):
+        position_train_loader(runner, loop.dataloader)
 
 
 def _global_batches(cfg: Any, loader: DataLoader, seed: int, layout: Layout,

@@ -10,7 +10,7 @@ from support.mmdet_data import albu, albu_pipeline, batch_digests, coco, loader_
 
 from mmrepro.data import make_reproducible
 from mmrepro.data.pipeline_rngs import OwnedGenerator, PipelineRNGs, find_generators
-from mmrepro.data.seeded_batch_sampler import rank_position
+from mmrepro.data.data_position import rank_position
 
 albumentations = pytest.importorskip(
     'albumentations', reason='albumentations is not installed (tools/setup_env.sh installs '

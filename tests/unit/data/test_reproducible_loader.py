@@ -8,7 +8,7 @@ from mmengine.dataset import DefaultSampler, InfiniteSampler
 from torch.utils.data import DataLoader, Dataset
 
 from mmrepro.data import make_reproducible
-from mmrepro.data.seeded_batch_sampler import rank_position
+from mmrepro.data.data_position import rank_position
 
 
 class RandomAugDataset(Dataset):
