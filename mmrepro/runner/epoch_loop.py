@@ -16,10 +16,7 @@ from mmengine.runner.base_loop import BaseLoop
 from mmengine.runner.loops import EpochBasedTrainLoop
 
 from ..data.seeded_batch_sampler import SeededBatchSampler
-
-#: How a config names MMEngine's epoch loop.
-MMENGINE_NAMES = ('EpochBasedTrainLoop', 'mmengine.EpochBasedTrainLoop', EpochBasedTrainLoop)
-
+from .requested import asks_for_class
 
 @LOOPS.register_module()
 class ReproEpochBasedTrainLoop(EpochBasedTrainLoop):
@@ -55,7 +52,7 @@ class LoopMixin:
             if kind is None and loop.get('by_epoch') is True:
                 del loop['by_epoch']
                 loop['type'] = ReproEpochBasedTrainLoop.__name__
-            elif kind in MMENGINE_NAMES:
+            elif asks_for_class(kind, EpochBasedTrainLoop):
                 loop['type'] = ReproEpochBasedTrainLoop.__name__
         built = super().build_train_loop(loop)
         if isinstance(built, EpochBasedTrainLoop) and \

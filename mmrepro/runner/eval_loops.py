@@ -35,18 +35,13 @@ from mmengine.runner.loops import TestLoop, ValLoop
 
 from ..data.eval_batch_sampler import EvalBatchSampler, default_sampler_share
 from ..run.state import enabled
+from .requested import asks_for_class, type_name
 
-#: How a config names MMEngine's sampler, validation loop and test loop.
-DEFAULT_SAMPLER = ('DefaultSampler', 'mmengine.DefaultSampler', DefaultSampler)
-MMENGINE_LOOPS = {'val': ('ValLoop', 'mmengine.ValLoop', ValLoop),
-                  'test': ('TestLoop', 'mmengine.TestLoop', TestLoop)}
+#: MMEngine's validation and test loops.
+MMENGINE_LOOPS = {'val': ValLoop, 'test': TestLoop}
 #: What a loader or loop that keeps MMEngine's per-rank batches lacks.
 RANK_BATCHES = ("with batch_size > 1 an image's padding, and so its predictions, can "
                 'change with the number of ranks')
-
-
-def _name(kind: Any) -> str:
-    return getattr(kind, '__name__', str(kind))
 
 
 def eval_batches_problem(dataloader: Any) -> Optional[str]:
@@ -61,11 +56,11 @@ def eval_batches_problem(dataloader: Any) -> Optional[str]:
     if batch_sampler is not None:
         kind = (batch_sampler.get('type') if isinstance(batch_sampler, dict)
                 else type(batch_sampler))
-        return f'has a batch_sampler of its own ({_name(kind)})'
+        return f'has a batch_sampler of its own ({type_name(kind)})'
     sampler = dataloader.get('sampler')
     kind = sampler.get('type') if isinstance(sampler, dict) else type(sampler)
-    if kind not in DEFAULT_SAMPLER:
-        return f'samples with {_name(kind)}, not DefaultSampler'
+    if not asks_for_class(kind, DefaultSampler):
+        return f'samples with {type_name(kind)}, not DefaultSampler'
     if sampler.get('shuffle', True) is not False:
         return 'shuffles (DefaultSampler without shuffle=False)'
     if dataloader.get('drop_last'):
@@ -201,7 +196,7 @@ def build_eval_loop(runner: Any, stage: str, loop: Union[BaseLoop, dict],
     mine = REPRO_LOOPS[stage]
     if isinstance(loop, dict):
         kind = loop.get('type')
-        if kind is None or kind in MMENGINE_LOOPS[stage]:
+        if kind is None or asks_for_class(kind, MMENGINE_LOOPS[stage]):
             loop = dict(loop, type=mine.__name__)
     built = build(loop)
     if not isinstance(built, mine):

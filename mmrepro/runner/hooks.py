@@ -21,6 +21,7 @@ from mmengine.hooks import CheckpointHook, ParamSchedulerHook
 
 from ..run.enable import enable_in_config
 from .checkpoints import ReproCheckpointHook
+from .requested import asks_for_class, type_name
 from .schedules import ReproParamSchedulerHook
 
 #: ``default_hooks`` key: (MMEngine's hook, mmrepro's, MMEngine's default arguments,
@@ -41,7 +42,7 @@ def ours(entry: Any) -> Any:
         return entry
     kind = entry.get('type')
     for theirs, mine, _, _ in DEFAULT_HOOKS.values():
-        if kind in (theirs.__name__, f'mmengine.{theirs.__name__}', theirs):
+        if asks_for_class(kind, theirs):
             return dict(entry, type=mine.__name__)
     return entry
 
@@ -75,6 +76,6 @@ class HooksMixin:
             if entry is not None and not (kind == mine.__name__ or (
                     isinstance(kind, type) and issubclass(kind, mine))):
                 self.logger.log(logging.WARNING, (
-                    f'mmrepro: default_hooks.{key} is {getattr(kind, "__name__", kind)}, '
+                    f'mmrepro: default_hooks.{key} is {type_name(kind)}, '
                     f'not {mine.__name__}: {lacks}'))
         super().register_default_hooks(hooks)
