@@ -10,7 +10,8 @@ the checkpoint is complete. Other backends are MMEngine's.
 
 **Loading.** While ``ReproRunner.load_checkpoint`` or ``resume`` runs, MMEngine's loader
 of local files is mmrepro's (``weights_only=True`` and an allow-list of what MMEngine
-checkpoints hold, :mod:`mmrepro.patches.checkpoint_scheme`).
+checkpoints hold, :mod:`mmrepro.patches.checkpoint_scheme`, scoped by
+:data:`~mmrepro.run.scopes.SAFE_LOADING`).
 """
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from mmengine.fileio import LocalBackend, get_file_backend
 from mmengine.hooks import CheckpointHook
 from mmengine.registry import HOOKS
 
-from ..patches.checkpoint_scheme import SAFE_LOADING
 from ..resume.atomic_write import ATOMIC_BACKEND, atomic_write
+from ..run.scopes import SAFE_LOADING, inside
 
 
 class CheckpointMixin:
@@ -60,11 +61,8 @@ def _local(out_dir: Any, backend_args: Optional[dict]) -> bool:
 
 def _safely(method: Callable, *args: Any, **kwargs: Any) -> Any:
     """``method(*args, **kwargs)`` with MMEngine's local loads done by mmrepro."""
-    token = SAFE_LOADING.set(True)
-    try:
+    with inside(SAFE_LOADING):
         return method(*args, **kwargs)
-    finally:
-        SAFE_LOADING.reset(token)
 
 
 @HOOKS.register_module()

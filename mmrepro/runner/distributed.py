@@ -3,7 +3,7 @@
 The process group is set up by MMEngine's ``init_dist``, which mmrepro makes work
 without CUDA and, under torchrun's agent store, per restart attempt
 (:mod:`mmrepro.patches.distributed`); the per-attempt store is for the process groups
-of ReproRunners only (:data:`~mmrepro.patches.distributed.RUNNER_SETUP`).
+of ReproRunners only (:data:`~mmrepro.run.scopes.RUNNER_SETUP`).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from ..patches.distributed import RUNNER_SETUP
+from ..run.scopes import RUNNER_SETUP, inside
 from ..run.state import run_state
 
 #: DDP settings that change bitwise results (bucket layout, buffer syncs), made explicit.
@@ -24,11 +24,8 @@ class DistributedMixin:
 
     def setup_env(self: Any, env_cfg: Dict) -> None:
         """``Runner.setup_env``, marking the process-group set-up as a ReproRunner's."""
-        token = RUNNER_SETUP.set(True)
-        try:
+        with inside(RUNNER_SETUP):
             return super().setup_env(env_cfg)
-        finally:
-            RUNNER_SETUP.reset(token)
 
     def wrap_model(self: Any, model_wrapper_cfg: Optional[Dict], model: Any) -> Any:
         """``Runner.wrap_model`` with explicit DDP settings (and no device_ids on CPU).
