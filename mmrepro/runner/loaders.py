@@ -11,17 +11,13 @@ from mmengine.runner.loops import IterBasedTrainLoop
 from torch.utils.data import DataLoader
 
 from ..data.global_batch_sampler import GlobalBatchSampler
-from ..data.global_stream import (
-    Layout,
-    accumulative_counts,
-    build_global_batch_sampler,
-    check_global_batch,
-)
+from ..data.global_stream import build_global_batch_sampler
 from ..data.reproducible_loader import make_reproducible
 from ..data.sample_fetch import owned_generators
 from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..resume.section import planned
 from ..rng.seeding import get_rank, get_world_size
+from ..run.layout import Layout, accumulative_counts, check_global_batch
 from ..run.state import run_state
 
 

@@ -35,8 +35,7 @@ from mmengine.hooks import ParamSchedulerHook
 from mmengine.registry import HOOKS
 from torch.utils.data import DataLoader
 
-from ..data.global_stream import accumulative_counts
-from ..run.layout import Layout
+from ..run.layout import Layout, accumulative_counts
 from ..run.state import find_state, run_state
 
 
