@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..determinism.cpu import check_cpu_isa
+from ..determinism.mode import has_fill_uninitialized_memory
 
 MAX_SEED = 2**32 - 1
 
@@ -224,12 +225,3 @@ def check_fill_uninitialized_memory(value: Optional[bool],
             f'{key}={value} needs torch >= 2.2 (torch.utils.deterministic), but torch '
             f'{torch.__version__} is installed. Remove the key to keep this torch\'s '
             'behaviour, or upgrade torch.')
-
-
-def has_fill_uninitialized_memory() -> bool:
-    """Whether this torch has ``torch.utils.deterministic.fill_uninitialized_memory``."""
-    try:
-        import torch.utils.deterministic as deterministic
-    except ImportError:
-        return False
-    return hasattr(deterministic, 'fill_uninitialized_memory')

@@ -5,12 +5,12 @@ import json
 import pytest
 import torch
 
+from mmrepro.determinism.mode import has_fill_uninitialized_memory
 from mmrepro.rng.seeding import set_random_seed
 from mmrepro.run.settings import (
     RANDOMNESS_DEFAULTS,
     RunSettings,
     check_seed,
-    has_fill_uninitialized_memory,
     parse_randomness,
     validate_randomness,
 )
