@@ -1,4 +1,5 @@
-"""``ReproRunner.build_dataloader``: every DataLoader the Runner builds is reproducible."""
+"""Every DataLoader the Runner builds is reproducible (``ReproRunner.build_dataloader``), and
+a resumed run's train loader starts where the checkpoint stopped."""
 from __future__ import annotations
 
 import logging
@@ -21,30 +22,16 @@ from ..run.layout import Layout, accumulative_counts, check_global_batch
 from ..run.state import run_state
 
 
-class LoaderMixin:
-    """The Runner's ``build_dataloader``, made reproducible (a part of ``ReproRunner``)."""
+def reproducible_loader(runner: Runner, dataloader: Any, seed: Optional[int]) -> DataLoader:
+    """MMEngine's loader for the config ``dataloader``, rebuilt reproducibly.
 
-    def build_dataloader(self: Any, dataloader: Any, seed: Optional[int] = None,
-                         diff_rank_seed: bool = False) -> DataLoader:
-        """``Runner.build_dataloader`` that knows the Runner's randomness settings.
-
-        MMEngine's is a staticmethod; this one is a method, since it needs the Runner
-        (every call MMEngine makes is on the Runner). The Runner's own calls
-        (``seed=runner.seed``) give the sampler the run's seed (with ``diff_rank_seed``
-        too: the samplers' shared order needs the same seed on every rank; MMEngine
-        would draw a fresh one); an explicit other ``seed`` wins. The loader is rebuilt
-        by :func:`make_reproducible`. The train loader of a resumed run is positioned
-        after the batches the checkpoint consumed. A DataLoader given as an object is
-        returned as it is, as MMEngine does.
-        """
-        if isinstance(dataloader, DataLoader):
-            return super().build_dataloader(dataloader, seed=seed,
-                                            diff_rank_seed=diff_rank_seed)
-        return _reproducible(self, dataloader, seed)
-
-
-def _reproducible(runner: Any, dataloader: Any, seed: Optional[int]) -> DataLoader:
-    """MMEngine's loader for the config ``dataloader``, rebuilt reproducibly."""
+    The Runner's own calls (``seed=runner.seed``) give the sampler the run's seed (with
+    ``diff_rank_seed`` too: the samplers' shared order needs the same seed on every rank;
+    MMEngine would draw a fresh one); an explicit other ``seed`` wins. The loader is
+    rebuilt by :func:`~mmrepro.data.reproducible_loader.make_reproducible`. The train
+    loader's layout is built and checked here, and a resumed run's train loader is
+    positioned after the batches the checkpoint consumed (:func:`position_train_loader`).
+    """
     state = run_state(runner)
     settings = state.settings
     base_seed = settings.seed if seed is None or seed == runner.seed else seed

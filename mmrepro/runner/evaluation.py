@@ -1,4 +1,5 @@
-"""Evaluation whose predictions do not depend on the number of ranks.
+"""Evaluation: predictions that do not depend on the number of ranks, and runs that only
+evaluate recorded as such.
 
 With a batch size above 1 an image's predictions depend on the images it is batched
 with (MMDetection pads a batch to its largest image), and MMEngine's
@@ -16,10 +17,11 @@ its order. That is the one seam: ``evaluate`` of the loop's evaluator, wrapped o
 instance while the loop runs; MMEngine's ``run`` is not restated, so its hooks, fp16
 and ``val_loss`` are MMEngine's.
 
-:class:`EvalLoopMixin` (a part of ``ReproRunner``) builds these loops where the config
-asks for MMEngine's ``ValLoop``/``TestLoop``; a loop of another type is kept, and the
-log says what it lacks. A loader that asks for another sampler or batch sampler keeps
-it, and the log says so.
+``ReproRunner.build_val_loop`` and ``build_test_loop`` build these loops where the
+config asks for MMEngine's ``ValLoop``/``TestLoop`` (:func:`build_eval_loop`); a loop of
+another type is kept, and the log says what it lacks. A loader that asks for another
+sampler or batch sampler keeps it, and the log says so. ``ReproRunner.val`` and
+``test`` mark a run that only evaluates (:func:`evaluating`).
 """
 from __future__ import annotations
 
@@ -30,11 +32,12 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 from mmengine.dataset import DefaultSampler
 from mmengine.dist import all_gather_object
 from mmengine.registry import LOOPS
+from mmengine.runner import Runner
 from mmengine.runner.base_loop import BaseLoop
 from mmengine.runner.loops import TestLoop, ValLoop
 
 from ..data.eval_batch_sampler import EvalBatchSampler, default_sampler_share
-from ..run.state import enabled
+from ..run.state import enabled, find_state
 from .requested import asks_for_class, type_name
 
 #: MMEngine's validation and test loops.
@@ -187,7 +190,7 @@ class ReproTestLoop(_RankFreeBatches, TestLoop):
 REPRO_LOOPS = {'val': ReproValLoop, 'test': ReproTestLoop}
 
 
-def build_eval_loop(runner: Any, stage: str, loop: Union[BaseLoop, dict],
+def build_eval_loop(runner: Runner, stage: str, loop: Union[BaseLoop, dict],
                     build: Callable[[Any], BaseLoop]) -> BaseLoop:
     """``build`` (MMEngine's ``build_{stage}_loop``) with mmrepro's loop where the
     config asks for MMEngine's (see the module docstring)."""
@@ -206,14 +209,15 @@ def build_eval_loop(runner: Any, stage: str, loop: Union[BaseLoop, dict],
     return built
 
 
-class EvalLoopMixin:
-    """The Runner's ``build_val_loop`` and ``build_test_loop`` (a part of ``ReproRunner``)."""
+def evaluating(runner: Runner, entry: str) -> None:
+    """Mark the run as one that only evaluates (``entry``: ``'val'`` or ``'test'``), from
+    ``Runner.val()`` or ``Runner.test()``.
 
-    def build_val_loop(self: Any, loop: Union[BaseLoop, dict]) -> BaseLoop:
-        """``Runner.build_val_loop``, with :class:`ReproValLoop` for MMEngine's ``ValLoop``."""
-        return build_eval_loop(self, 'val', loop, super().build_val_loop)  # type: ignore
-
-    def build_test_loop(self: Any, loop: Union[BaseLoop, dict]) -> BaseLoop:
-        """``Runner.build_test_loop``, with :class:`ReproTestLoop` for MMEngine's
-        ``TestLoop``."""
-        return build_eval_loop(self, 'test', loop, super().build_test_loop)  # type: ignore
+    ``ReproducibilityHook`` then writes ``test_record.json`` (not ``run_record.json``, so a
+    training work dir's newest record stays the training run's): the evaluated data's
+    fingerprint, the checkpoint's weights digest, the metrics and the predictions digest
+    (:mod:`mmrepro.record.evaluation`).
+    """
+    state = find_state(runner)
+    if state is not None:
+        state.entry = entry
