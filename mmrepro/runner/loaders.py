@@ -2,6 +2,7 @@
 a resumed run's train loader starts where the checkpoint stopped."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, Optional
 
@@ -34,26 +35,26 @@ def reproducible_loader(runner: Runner, dataloader: Any, seed: Optional[int]) ->
     """
     state = run_state(runner)
     settings = state.settings
-    base_seed = settings.seed if seed is None or seed == runner.seed else seed
-    loader = Runner.build_dataloader(dataloader, seed=base_seed, diff_rank_seed=False)
-    world_size = get_world_size()
+    if seed is not None and seed != runner.seed:
+        settings = dataclasses.replace(settings, seed=seed)
+    loader = Runner.build_dataloader(dataloader, seed=settings.seed, diff_rank_seed=False)
     logger = runner.__dict__.get('logger', 'current')
     global_batches = None
     batch_size = getattr(loader.batch_sampler, 'batch_size', None)
+    # This process's place; its batch size counts only for the train loader's stream.
+    layout = Layout(batch_size if isinstance(batch_size, int) else 1, get_rank(),
+                    get_world_size())
     train = dataloader is runner._train_dataloader
     if train and isinstance(batch_size, int):
-        accumulation = accumulative_counts(runner.optim_wrapper)
-        layout = Layout(batch_size, get_rank(), world_size, accumulation)
+        layout = dataclasses.replace(layout,
+                                     accumulation=accumulative_counts(runner.optim_wrapper))
         check_global_batch(settings.global_batch, layout)
         if settings.global_stream and settings.sample_seeding:
-            global_batches = _global_batches(dataloader, loader, base_seed, layout, logger)
+            global_batches = _global_batches(dataloader, loader, settings.seed, layout,
+                                             logger)
         state.layout = layout
-    loader = make_reproducible(loader, base_seed, get_rank(), world_size,
-                               diff_rank_seed=settings.diff_rank_seed,
-                               sample_seeding=settings.sample_seeding,
-                               keyed_cache=settings.keyed_cache, logger=logger,
-                               global_batches=global_batches, layout=state.layout,
-                               strict=settings.strict)
+    loader = make_reproducible(loader, settings, layout, logger=logger,
+                               global_batches=global_batches)
     if train:
         state.pipeline_generators = [g.as_dict() for g in owned_generators(loader.dataset)]
         state.global_stream = isinstance(loader.batch_sampler, GlobalBatchSampler)

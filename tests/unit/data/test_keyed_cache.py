@@ -27,7 +27,8 @@ RTMDET = [
 def _loader(data_root, num_workers=0, keyed=True, seed=3):
     cfg = loader_cfg(coco(data_root, RTMDET), num_workers=num_workers)
     cfg['collate_fn'] = dict(type='pseudo_collate')
-    return make_reproducible(Runner.build_dataloader(cfg, seed=seed), seed, keyed_cache=keyed)
+    return make_reproducible(Runner.build_dataloader(cfg, seed=seed),
+                             dict(seed=seed, keyed_cache=keyed))
 
 
 
