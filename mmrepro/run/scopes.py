@@ -21,7 +21,7 @@ RUNNER_SETUP = contextvars.ContextVar('mmrepro_runner_setup', default=False)
 
 
 @contextlib.contextmanager
-def inside(flag: 'contextvars.ContextVar[bool]') -> Iterator[None]:
+def inside(flag: contextvars.ContextVar[bool]) -> Iterator[None]:
     """Set ``flag`` while the block runs; its value before is back after, on error too."""
     token = flag.set(True)
     try:

@@ -5,8 +5,8 @@ from mmengine.runner import Runner
 from support.mmdet_data import batch_digests, coco, loader_cfg, logged
 
 from mmrepro.data import make_reproducible
-from mmrepro.data.keyed_cache import KeyedCache, pipeline_transforms
 from mmrepro.data.data_position import rank_position
+from mmrepro.data.keyed_cache import KeyedCache, pipeline_transforms
 
 #: RTMDet's stage-1 pipeline at the generated data's size, with small caches so that
 #: an epoch of 16 images mixes: a mix-up partner is itself a mosaic.

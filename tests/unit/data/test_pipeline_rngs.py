@@ -9,8 +9,8 @@ from support import own_rng_transform  # noqa: F401  (registers OwnRNGNoise)
 from support.mmdet_data import albu, albu_pipeline, batch_digests, coco, loader_cfg, logged
 
 from mmrepro.data import make_reproducible
-from mmrepro.data.pipeline_rngs import OwnedGenerator, PipelineRNGs, find_generators
 from mmrepro.data.data_position import rank_position
+from mmrepro.data.pipeline_rngs import OwnedGenerator, PipelineRNGs, find_generators
 
 albumentations = pytest.importorskip(
     'albumentations', reason='albumentations is not installed (tools/setup_env.sh installs '
