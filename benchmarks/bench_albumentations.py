@@ -42,7 +42,7 @@ def build_loader(data_root: str, keyed: bool, scale: tuple):
     for step in loader_cfg.dataset.pipeline:
         if step['type'] == 'Resize':
             step['scale'] = tuple(scale)
-    loader = make_reproducible(Runner.build_dataloader(loader_cfg, seed=0), 0)
+    loader = make_reproducible(Runner.build_dataloader(loader_cfg, seed=0), dict(seed=0))
     rngs = loader.dataset.__getitems__.rngs
     rngs.refresh()
     if not keyed:

@@ -100,8 +100,8 @@ def build(kind: str, root: str, batch: int, workers: int):
     cfg = dict(batch_size=batch, num_workers=workers, persistent_workers=workers > 0,
                sampler=dict(type='DefaultSampler', shuffle=True), dataset=dataset,
                collate_fn=dict(type='pseudo_collate'))
-    return make_reproducible(Runner.build_dataloader(cfg, seed=0), 0,
-                             keyed_cache=kind == 'keyed cache')
+    return make_reproducible(Runner.build_dataloader(cfg, seed=0),
+                             dict(seed=0, keyed_cache=kind == 'keyed cache'))
 
 
 def memo_counts(loader) -> str:

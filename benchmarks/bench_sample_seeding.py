@@ -79,7 +79,7 @@ def build_loader(data_root: str, sample_seeding: bool, num_workers: int,
         if step['type'] == 'RandomResize':
             step['scale'] = tuple(scale)
     loader = Runner.build_dataloader(loader_cfg, seed=0)  # MMEngine's, unchanged
-    return make_reproducible(loader, 0, sample_seeding=sample_seeding)
+    return make_reproducible(loader, dict(seed=0, sample_seeding=sample_seeding))
 
 
 def main() -> None:

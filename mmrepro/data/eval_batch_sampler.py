@@ -11,7 +11,7 @@ forms the batches of one rank (global batch ``k`` holds the indices ``[k x B, mi
 MMEngine's ``collect_results`` assumes ``DefaultSampler``'s assignment when it puts the
 ranks' results back in dataset order; :func:`default_sampler_share` says which indices
 ``DefaultSampler`` gives a rank, in its order, so that the evaluation loops
-(:mod:`mmrepro.runner.eval_loops`) can hand every rank the results it expects.
+(:mod:`mmrepro.runner.evaluation`) can hand every rank the results it expects.
 """
 from __future__ import annotations
 

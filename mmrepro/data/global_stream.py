@@ -24,7 +24,9 @@ from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, T
 
 from torch.utils.data import BatchSampler
 
-from ..run.layout import Layout
+# accumulative_counts and global_batch_fix: checks/predicted.py and checks/against.py
+# import them from here
+from ..run.layout import Layout, accumulative_counts, global_batch_fix  # noqa: F401
 
 #: ``(position, index, earlier)``: a sample of a micro-batch, with the ``(position,
 #: index)`` pairs of the global stream just before it.
@@ -103,52 +105,3 @@ def micro_batches(batches: Iterable[Sequence[int]], layout: Layout, history: int
             if history:
                 earlier.append((position, index))
         yield from slices
-
-
-def accumulative_counts(optim_wrapper: Any) -> int:
-    """``accumulative_counts`` of a Runner's optimizer wrapper (config or built).
-
-    For several wrappers (``OptimWrapperDict``), their common count; 1 where they
-    differ or none is given.
-    """
-    if isinstance(optim_wrapper, Mapping):
-        if 'optimizer' in optim_wrapper or 'type' in optim_wrapper:
-            return int(optim_wrapper.get('accumulative_counts', 1))
-        counts = {accumulative_counts(value) for value in optim_wrapper.values()}
-        return counts.pop() if len(counts) == 1 else 1
-    counts = {getattr(wrapper, '_accumulative_counts', 1)
-              for wrapper in getattr(optim_wrapper, 'values', lambda: [optim_wrapper])()}
-    return int(counts.pop()) if len(counts) == 1 else 1
-
-
-def check_global_batch(expected: Optional[int], layout: Layout) -> None:
-    """Raise unless ``layout`` trains ``expected`` samples per optimizer step.
-
-    Args:
-        expected: ``randomness.global_batch`` (None accepts any layout).
-        layout: This run's layout.
-
-    Raises:
-        ValueError: the layout's global batch differs, saying how to reach
-            ``expected`` with this number of ranks (or that no batch size can).
-    """
-    if expected is None or expected == layout.global_batch:
-        return
-    raise ValueError(f'randomness.global_batch={expected}, but this run trains '
-                     f'{describe(layout)} samples per optimizer step. '
-                     f'{global_batch_fix(expected, layout.world_size)}')
-
-
-def describe(layout: Layout) -> str:
-    """``'2 rank(s) x batch_size 2 x accumulative_counts 1 = 4'``."""
-    return (f'{layout.world_size} rank(s) x batch_size {layout.batch_size} x '
-            f'accumulative_counts {layout.accumulation} = {layout.global_batch}')
-
-
-def global_batch_fix(expected: int, world_size: int) -> str:
-    """What to set so that ``world_size`` ranks train ``expected`` samples per step."""
-    if expected % world_size:
-        return (f'{expected} is not a multiple of {world_size} ranks, so no batch size gives '
-                f'it: launch a number of ranks that divides {expected}.')
-    return (f'Set train_dataloader.batch_size x optim_wrapper.accumulative_counts to '
-            f'{expected // world_size} for {world_size} rank(s).')

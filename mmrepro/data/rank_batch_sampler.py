@@ -4,8 +4,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Dict, Iterator, List
 
+from .data_position import rank_position
 from .global_stream import Slot
-from .seeded_batch_sampler import SeededBatchSampler, rank_position
+from .seeded_batch_sampler import SeededBatchSampler
 
 
 class RankBatchSampler(SeededBatchSampler):

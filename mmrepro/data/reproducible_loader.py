@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from typing import Any, List
+from typing import Any, List, Mapping, Optional, Union
 
 import torch
 from mmengine.logging import print_log
@@ -12,6 +12,8 @@ from torch.utils.data import DataLoader
 
 from ..rng.keys import LOADER, derive_seed
 from ..rng.worker_init import worker_init_fn
+from ..run.layout import Layout
+from ..run.settings import RunSettings, parse_randomness
 from .global_batch_sampler import GlobalBatchSampler
 from .keyed_cache import KEYED_TRANSFORMS, install_keyed_caches, pipeline_transforms
 from .pipeline_rngs import KEYED_LIBRARIES, OwnedGenerator
@@ -23,15 +25,13 @@ _REPLACED = {'self', 'dataset', 'batch_size', 'shuffle', 'sampler', 'batch_sampl
              'drop_last', 'generator', 'worker_init_fn'}
 
 
-def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: int = 1,
-                      diff_rank_seed: bool = False, sample_seeding: bool = True,
-                      keyed_cache: bool = True, logger: Any = 'current',
-                      global_batches: Any = None, layout: Any = None,
-                      strict: bool = False) -> DataLoader:
+def make_reproducible(loader: DataLoader, settings: Union[RunSettings, Mapping[str, Any]],
+                      layout: Optional[Layout] = None, logger: Any = 'current',
+                      global_batches: Any = None) -> DataLoader:
     """Rebuild ``loader`` so its randomness depends on the run's seed only.
 
-    - It gets its own ``torch.Generator`` seeded from ``seed``: creating an
-      iterator (validation included) no longer draws from the global torch RNG.
+    - It gets its own ``torch.Generator`` seeded from the seed: creating an iterator
+      (validation included) no longer draws from the global torch RNG.
     - Its workers are seeded by :func:`~mmrepro.rng.worker_init.worker_init_fn`
       (unless the config names its own ``worker_init_fn``).
     - With ``sample_seeding``, every index carries the key ``(seed, epoch,
@@ -46,48 +46,58 @@ def make_reproducible(loader: DataLoader, seed: int, rank: int = 0, world_size: 
       ``num_workers`` and after resume.
     - The generators the pipeline's transforms own are keyed from the same key where
       mmrepro can (albumentations'), and named in the log where it cannot
-      (:mod:`~mmrepro.data.pipeline_rngs`).
+      (:mod:`~mmrepro.data.pipeline_rngs`); with ``strict`` they are refused.
+
+    A plain loader of one process needs the seed alone:
+    ``make_reproducible(loader, dict(seed=0))``.
 
     Args:
         loader: A DataLoader as built by ``Runner.build_dataloader``.
-        seed: The run's seed, the same on every rank.
-        rank: This process's rank.
-        world_size: Number of ranks.
-        diff_rank_seed: Give each rank its own augmentation stream.
-        sample_seeding: Seed every sample's pipeline. Defaults to True.
-        keyed_cache: Key the cached transforms' partners. Defaults to True.
+        settings: The run's ``randomness`` settings, as a
+            :class:`~mmrepro.run.settings.RunSettings` or a ``randomness`` dict
+            (validated); it reads ``seed`` (the same on every rank, not None),
+            ``diff_rank_seed``, ``sample_seeding``, ``keyed_cache`` and ``strict``.
+        layout: This process's :class:`~mmrepro.run.layout.Layout` (its rank and the
+            number of ranks; with ``global_batches``, the slices it takes). Defaults to
+            None: rank 0 of 1.
         logger: Where warnings go (the Runner's own logger; ``print_log``'s
             ``logger``). Defaults to ``'current'``.
         global_batches: The global stream's batch sampler. Defaults to None.
-        layout: This process's :class:`~mmrepro.run.layout.Layout`, with
-            ``global_batches``.
-        strict: Refuse a pipeline that owns a generator mmrepro cannot key.
-            Defaults to False.
 
     Returns:
         DataLoader: A new loader over the same dataset, sampler and batch sampler.
 
     Raises:
-        ValueError: With ``strict``, if the pipeline owns a generator mmrepro cannot key.
+        ValueError: The settings have no seed; ``global_batches`` without a layout; or,
+            with ``strict``, the pipeline owns a generator mmrepro cannot key.
     """
-    if global_batches is not None and (layout is None or layout.rank != rank):
-        raise ValueError(f'make_reproducible: global_batches needs the layout that takes '
-                         f'its slices, for rank {rank} (layout=Layout(..., rank={rank}, '
-                         f'...)), got layout={layout!r}.')
+    if not isinstance(settings, RunSettings):
+        settings = parse_randomness(settings)
+    seed = settings.seed
+    if seed is None:
+        raise ValueError('make_reproducible: the settings have no seed (seed=None); give '
+                         "the run's seed, the same on every rank, e.g. "
+                         'make_reproducible(loader, dict(seed=0)).')
+    if global_batches is not None and layout is None:
+        raise ValueError('make_reproducible: global_batches needs the layout that takes its '
+                         'slices (layout=Layout(batch_size, rank, world_size, '
+                         'accumulation)), got layout=None.')
+    rank, world_size = (0, 1) if layout is None else (layout.rank, layout.world_size)
     if loader.batch_sampler is None:  # batch_size=None: nothing mmrepro can key
         return loader
     batch_sampler = loader.batch_sampler
-    if sample_seeding:
+    if settings.sample_seeding:
         if install_sample_seeding(loader.dataset):
-            report_generators(owned_generators(loader.dataset), strict, logger)
-            history = _cached_transforms(loader.dataset, keyed_cache, logger)
+            report_generators(owned_generators(loader.dataset), settings.strict, logger)
+            history = _cached_transforms(loader.dataset, settings.keyed_cache, logger)
             if global_batches is not None:
                 batch_sampler = GlobalBatchSampler(batch_sampler, global_batches, layout, seed,
-                                                   diff_rank_seed, logger=logger,
+                                                   settings.diff_rank_seed, logger=logger,
                                                    history=history)
             else:
                 batch_sampler = RankBatchSampler(batch_sampler, seed, rank, world_size,
-                                                 diff_rank_seed, logger=logger, history=history)
+                                                 settings.diff_rank_seed, logger=logger,
+                                                 history=history)
         else:
             print_log(
                 f'mmrepro: {type(loader.dataset).__name__} defines its own batched '

@@ -15,7 +15,7 @@ from mmengine.logging import print_log
 
 from ..rng.host_state import IsolatedHostRNGs
 from ..rng.keys import SAMPLER, sample_key
-from .data_position import DataPosition, Position
+from .data_position import DataPosition, Position, local_position
 from .global_stream import Slot
 from .sampler_isolation import needs_isolation
 from .seeded_index import SeededIndex
@@ -35,11 +35,13 @@ class SeededBatchSampler:
     on ``(seed, epoch)`` only, and do not shift the model's draws in the main process.
 
     It is a part of the resume state, as torchdata's ``StatefulDistributedSampler`` is:
-    :meth:`load_state_dict` validates a position and stores it in :attr:`position` (the
-    one :class:`~mmrepro.data.data_position.DataPosition`), the next pass of that epoch
+    :meth:`load_state_dict` validates a position and holds it (in its one
+    :class:`~mmrepro.data.data_position.DataPosition`), the next pass of that epoch
     skips the consumed batches at the index level (without loading or augmenting them),
     and :meth:`state_dict` says how far training got, as ``ResumeKeeper`` told it
-    (:meth:`consumed`).
+    (:meth:`consume`). Others ask it where a resumed epoch starts (:meth:`epoch_start`),
+    whether it is positioned at a target (:meth:`positioned_at`) and what was consumed
+    (:meth:`consumed_state`).
 
     Args:
         batch_sampler: This rank's batch sampler (torch's ``BatchSampler`` or mmdet's
@@ -61,7 +63,7 @@ class SeededBatchSampler:
         self.diff_rank_seed = diff_rank_seed
         self.logger = logger
         self.history = history
-        self.position = DataPosition()
+        self._position = DataPosition()
         self._source = source
         self._isolate = needs_isolation(source)
 
@@ -88,21 +90,27 @@ class SeededBatchSampler:
         epoch = getattr(self.sampler, 'epoch', 0)
         return epoch if isinstance(epoch, int) else 0
 
-    def consumed(self, epoch: int, batches: int) -> None:
+    def consume(self, epoch: int, batches: int) -> None:
         """Training consumed this rank's first ``batches`` batches of ``epoch``.
 
         The loader's workers draw batches ahead of training, so only the loop knows how
         many were trained on; :meth:`state_dict` reports this position.
         """
-        self.position.consume(epoch, batches)
+        self._position.consume(epoch, batches)
+
+    def consumed_state(self) -> Optional[Dict[str, Any]]:
+        """What training consumed, in a checkpoint's units (as :meth:`state_dict`); None
+        before anything was consumed or loaded (the position is then unknown)."""
+        if self._position.consumed is None:
+            return None
+        return self._state(*self._position.consumed)
 
     def state_dict(self) -> Dict[str, Any]:
         """Where the next pass starts: the consumed position, in a checkpoint's units.
 
         Before anything is consumed, the start of the current epoch.
         """
-        epoch, batches = self.position.consumed or (self.current_epoch(), 0)
-        return self._state(epoch, batches)
+        return self.consumed_state() or self._state(self.current_epoch(), 0)
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Make the next pass start where ``state`` (from :meth:`state_dict`) says.
@@ -110,35 +118,30 @@ class SeededBatchSampler:
         Raises:
             ValueError: see :meth:`local_position`.
         """
-        self.position.load(*self.local_position(state))
+        self._position.load(*self.local_position(state))
 
     def local_position(self, state: Dict[str, Any]) -> Position:
-        """``(epoch, this rank's batches)`` of a position from :meth:`state_dict`.
-
-        A position in ``unit='rank'`` is taken as it is: it is in the batches of the
-        layout that wrote it, which the caller has checked to be this one
-        (:func:`~mmrepro.resume.section.plan_resume`).
+        """``(epoch, this rank's batches)`` of a position from :meth:`state_dict`
+        (:func:`~mmrepro.data.data_position.local_position`).
 
         Raises:
             ValueError: the position is malformed, or this sampler cannot start there.
         """
-        problem = position_problem(state)
-        if problem:
-            raise ValueError(f'mmrepro: cannot position the train loader: {problem}.')
-        if state.get('unit') == 'rank':
-            return state['epoch'], state['batches']
-        accumulation = self._accumulation(state['global_batch'])
-        partial = state.get('micro_batches', 0)
-        if partial and state['micro'] != accumulation:
-            raise ValueError(
-                f"mmrepro: cannot position the train loader: the position is {partial} of "
-                f"{state['micro']} micro-batches into an optimizer step, not at a step "
-                f'boundary, and this run takes {accumulation} per step.')
-        return state['epoch'], state['global_batches'] * accumulation + partial
+        return local_position(state, self._accumulation)
+
+    def positioned_at(self, target: Position) -> bool:
+        """Whether the last position loaded (pending or applied) is ``target``, ``(epoch,
+        this rank's batches)``."""
+        return self._position.loaded == target
+
+    def epoch_start(self, epoch: Optional[int] = None) -> int:
+        """Where the next pass of ``epoch`` (default: the current one) starts: the batches
+        a resume position still pending for it skips, else 0."""
+        return self._position.start(self.current_epoch() if epoch is None else epoch)
 
     def __iter__(self) -> Iterator[List[SeededIndex]]:
         epoch = self.current_epoch()
-        skip, other = self.position.take(epoch)
+        skip, other = self._position.take(epoch)
         if other is not None:
             print_log(f'mmrepro: the data position to resume is in epoch {other} but the '
                       f'sampler is at epoch {epoch}; not skipping any batch.',
@@ -180,33 +183,3 @@ class SeededBatchSampler:
         """
         raise NotImplementedError
 
-
-def rank_position(epoch: int, batches: int) -> Dict[str, Any]:
-    """A position in one rank's own batches: ``dict(epoch, batches, unit='rank')``."""
-    return dict(epoch=int(epoch), batches=int(batches), unit='rank')
-
-
-def position_problem(state: Any) -> Optional[str]:
-    """What is wrong with a position from :meth:`SeededBatchSampler.state_dict` (or None).
-
-    A position is ``dict(epoch, batches, unit='rank')`` or ``dict(epoch,
-    global_batches, global_batch[, micro_batches, micro])`` with ``0 < micro_batches <
-    micro``.
-    """
-    def count(key: str, least: int = 0) -> bool:
-        value = state.get(key)
-        return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-    if not isinstance(state, dict) or not count('epoch'):
-        return f'position {state!r:.80}'
-    if state.get('unit') == 'rank':
-        keys, ok = {'epoch', 'batches', 'unit'}, count('batches')
-    elif 'micro_batches' in state:
-        keys = {'epoch', 'global_batches', 'global_batch', 'micro_batches', 'micro'}
-        ok = (count('global_batches') and count('global_batch', 1) and
-              count('micro_batches', 1) and count('micro', 2) and
-              state['micro_batches'] < state['micro'])
-    else:
-        keys = {'epoch', 'global_batches', 'global_batch'}
-        ok = count('global_batches') and count('global_batch', 1)
-    return None if ok and set(state) == keys else f'position {state!r:.80}'

@@ -1,4 +1,8 @@
-"""PyTorch's deterministic mode, and the cuBLAS workspace it needs on older CUDA builds."""
+"""PyTorch's deterministic mode, and the cuBLAS workspace it needs on older CUDA builds.
+
+It reads torch; the ``randomness`` settings that choose it are validated above it
+(:mod:`mmrepro.run.settings`).
+"""
 from __future__ import annotations
 
 import logging
@@ -7,8 +11,6 @@ from typing import Optional
 
 import torch
 from torch.torch_version import TorchVersion
-
-from ..run.settings import check_fill_uninitialized_memory
 
 #: Value of ``CUBLAS_WORKSPACE_CONFIG`` mmrepro sets when torch needs it and it is missing.
 CUBLAS_WORKSPACE_DEFAULT = ':4096:8'
@@ -107,11 +109,12 @@ def set_deterministic(deterministic: bool,
             no deterministic implementation. Defaults to False.
         fill_uninitialized_memory: Set
             ``torch.utils.deterministic.fill_uninitialized_memory``; None keeps
-            PyTorch's default (True). Defaults to None.
+            PyTorch's default (True). A value is validated by the caller
+            (:func:`mmrepro.run.settings.check_fill_uninitialized_memory`: a bool, and a
+            torch that has it). Defaults to None.
     """
     if not deterministic:
         return
-    check_fill_uninitialized_memory(fill_uninitialized_memory, 'fill_uninitialized_memory')
     ensure_cublas_workspace_config()
     if torch.backends.cudnn.benchmark:
         logging.getLogger('mmrepro').warning(
@@ -122,3 +125,12 @@ def set_deterministic(deterministic: bool,
     if fill_uninitialized_memory is not None:
         import torch.utils.deterministic as torch_deterministic  # torch >= 2.2 (validated)
         torch_deterministic.fill_uninitialized_memory = fill_uninitialized_memory
+
+
+def has_fill_uninitialized_memory() -> bool:
+    """Whether this torch has ``torch.utils.deterministic.fill_uninitialized_memory``."""
+    try:
+        import torch.utils.deterministic as deterministic
+    except ImportError:
+        return False
+    return hasattr(deterministic, 'fill_uninitialized_memory')

@@ -2,19 +2,15 @@
 
 This is MMEngine's own extension point, ``CheckpointLoader.register_scheme``, but
 schemes hold for the whole process: so :func:`load_from_local` is MMEngine's loader
-except while :data:`SAFE_LOADING` is set, which ``ReproRunner.load_checkpoint`` and
-``ReproRunner.resume`` do (:mod:`mmrepro.runner.checkpoints`).
+except while :data:`~mmrepro.run.scopes.SAFE_LOADING` is set, which
+``ReproRunner.load_checkpoint`` and ``ReproRunner.resume`` do.
 """
 from __future__ import annotations
-
-import contextvars
 
 from mmengine.runner.checkpoint import CheckpointLoader
 
 from ..resume.checkpoint_io import safe_load
-
-#: True while a ReproRunner loads a checkpoint (read by the local-file loader).
-SAFE_LOADING = contextvars.ContextVar('mmrepro_safe_loading', default=False)
+from ..run.scopes import SAFE_LOADING
 
 _original_loader = CheckpointLoader._schemes['']
 

@@ -11,11 +11,11 @@ torchrun's static rendezvous keeps the agent's TCPStore across worker restarts a
 per-attempt key prefix: restarted ranks can read the dead group's addresses and hang in
 ``init_process_group`` or fail with "Connection refused". For a ReproRunner, the
 process group of such a launch gets a client of the agent's store under
-``/worker/attempt_{TORCHELASTIC_RESTART_COUNT}`` (torch 2.1's own prefix).
+``/worker/attempt_{TORCHELASTIC_RESTART_COUNT}`` (torch 2.1's own prefix), while
+:data:`~mmrepro.run.scopes.RUNNER_SETUP` says a ReproRunner sets up its environment.
 """
 from __future__ import annotations
 
-import contextvars
 import logging
 import os
 import subprocess
@@ -26,12 +26,11 @@ import torch.distributed as torch_dist
 from mmengine.dist import utils as dist_utils
 from mmengine.logging import print_log
 
+from ..run.scopes import RUNNER_SETUP
+
 _original_init_dist_pytorch = dist_utils._init_dist_pytorch
 _original_init_dist_slurm = dist_utils._init_dist_slurm
 
-#: True while a ReproRunner initialises its distributed environment
-#: (:class:`mmrepro.runner.distributed.DistributedMixin`).
-RUNNER_SETUP = contextvars.ContextVar('mmrepro_runner_setup', default=False)
 
 
 def _init_dist_pytorch(backend: str, init_backend: str = 'torch', **kwargs: Any) -> None:

@@ -5,7 +5,9 @@ batch sampler how far training got (the sampler holds the position,
 :class:`~mmrepro.data.data_position.DataPosition`), gathers every rank's RNG states when
 a checkpoint is due, writes the ``mmrepro`` section (:mod:`.section`) and, on resume,
 restores RNG states and the data preprocessor's state right before the first new
-iteration, and positions a loader that was built before the checkpoint was known.
+iteration. The train loader itself is positioned by the Runner
+(:func:`mmrepro.runner.loaders.position_train_loader`); the keeper asks its sampler
+whether it was, to absorb the iteration loop's replay.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from mmengine.dist import all_gather_object
 from mmengine.hooks import CheckpointHook
 from mmengine.runner.loops import EpochBasedTrainLoop, IterBasedTrainLoop
 
-from ..data.seeded_batch_sampler import SeededBatchSampler, rank_position
+from ..data.data_position import rank_position
+from ..data.seeded_batch_sampler import SeededBatchSampler
 from ..rng.host_state import ProcessRNGs
 from ..rng.seeding import get_rank, get_world_size
 from ..run.state import ResumeSource, find_state
@@ -83,7 +86,7 @@ class ResumeKeeper:
         loader's workers draw ahead); a sampler that is not mmrepro's is noted here."""
         sampler = runner.train_dataloader.batch_sampler
         if isinstance(sampler, SeededBatchSampler):
-            sampler.consumed(epoch, batches)
+            sampler.consume(epoch, batches)
         else:
             self._unkeyed = rank_position(epoch, batches)
 
@@ -92,11 +95,9 @@ class ResumeKeeper:
         sampler = runner.train_dataloader.batch_sampler
         if not isinstance(sampler, SeededBatchSampler):
             return self._unkeyed
-        if sampler.position.consumed is None:
-            return None  # nothing consumed or loaded yet: unknown
         if isinstance(runner.train_loop, IterBasedTrainLoop) and _loader_epoch(runner) is None:
             return None  # a finite sampler restarted by the iteration loop: MMEngine's
-        return sampler.state_dict()
+        return sampler.consumed_state()  # None: nothing consumed or loaded yet, unknown
 
     def _gather_if_due(self, runner: Any, by_epoch: bool) -> None:
         """Where a checkpoint is due (every rank asks): gather every rank's RNG states,
@@ -158,7 +159,8 @@ class ResumeKeeper:
         self._resumed, self._mode = section, plan.mode
 
     def before_train(self, runner: Any) -> None:
-        """Restore RNG state and position the data right before the first new iteration."""
+        """Restore RNG state right before the first new iteration; an iteration loop's
+        replay of the trained batches is absorbed where the sampler was positioned."""
         section, self._resumed = self._resumed, None
         if section is None:
             return
@@ -180,14 +182,12 @@ class ResumeKeeper:
             return
         target = sampler.local_position(position)  # (epoch, this rank's batches)
         if isinstance(loop, IterBasedTrainLoop):
-            if sampler.position.loaded == target:
+            if sampler.positioned_at(target):
                 loop.dataloader_iterator = FastForwardIterator(loop.dataloader_iterator,
                                                                loop.iter)
             else:  # not positioned before the loop's iterator started: MMEngine replays
                 runner.logger.info('mmrepro: the loader was built before the checkpoint '
                                    'was known; replaying the skipped batches instead.')
-        elif sampler.position.loaded != target:  # built before the checkpoint was known
-            sampler.load_state_dict(position)
         what = 'RNG states and data position' if self._mode == EXACT else 'data position'
         runner.logger.info(f'mmrepro: resumed {what} '
                            f"(sampler epoch {target[0]}, {target[1]} batches done).")

@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from ..data.global_stream import describe, global_batch_fix
-from ..data.seeded_batch_sampler import position_problem, rank_position
+from ..data.data_position import position_problem, rank_position
 from ..rng.host_state import rng_state_problem
-from ..run.layout import Layout
+from ..run.layout import Layout, describe, global_batch_fix
 from .checkpoint_io import CheckpointLoadError
 
 #: Version of the section's layout; bumped when it changes incompatibly.

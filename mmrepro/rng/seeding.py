@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..determinism.mode import set_deterministic
-from ..run.settings import MAX_SEED, check_flag, check_seed
+from ..run.settings import MAX_SEED, check_fill_uninitialized_memory, check_flag, check_seed
 
 
 def _dist_ready() -> bool:
@@ -78,7 +78,8 @@ def set_random_seed(seed: int,
         diff_rank_seed: Add the rank to the seed so each rank draws its own stream.
             Defaults to False.
         warn_only: Passed to :func:`set_deterministic`. Defaults to False.
-        fill_uninitialized_memory: Passed to :func:`set_deterministic`.
+        fill_uninitialized_memory: Passed to :func:`set_deterministic` (checked here,
+            with ``deterministic``: a bool, and a torch that has it).
 
     Returns:
         int: The seed actually used (``seed + rank`` with ``diff_rank_seed``).
@@ -93,5 +94,7 @@ def set_random_seed(seed: int,
     torch.manual_seed(seed)  # seeds every CUDA device too (lazily if not started)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
+    if deterministic:
+        check_fill_uninitialized_memory(fill_uninitialized_memory, 'fill_uninitialized_memory')
     set_deterministic(deterministic, warn_only, fill_uninitialized_memory)
     return seed

@@ -300,10 +300,9 @@ def check_training_config(cfg: Any, world_size: Optional[int]) -> None:
     Raises:
         ConfigError: :func:`mmrepro.run.settings.validate_randomness`'s message, or the
             layout trains another number of samples per optimizer step
-            (:func:`mmrepro.data.global_stream.check_global_batch`'s message).
+            (:func:`mmrepro.run.layout.check_global_batch`'s message).
     """
-    from ..data.global_stream import accumulative_counts, check_global_batch
-    from .layout import Layout
+    from .layout import Layout, accumulative_counts, check_global_batch
     from .settings import validate_randomness
     try:
         validate_randomness(cfg.get('randomness'))

@@ -8,13 +8,15 @@ plain dict.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, fields
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 import torch
 
 from ..determinism.cpu import check_cpu_isa
+from ..determinism.mode import has_fill_uninitialized_memory
 
 MAX_SEED = 2**32 - 1
 
@@ -141,7 +143,8 @@ def parse_randomness(randomness: Optional[Mapping[str, Any]]) -> RunSettings:
 
     Raises:
         TypeError: ``randomness`` is not a dict, or a value has the wrong type.
-        ValueError: an unknown key, or a seed out of range.
+        ValueError: an unknown key (the closest accepted key suggested, see
+            :func:`unknown_keys_message`), or a seed out of range.
     """
     if randomness is None:
         randomness = {}
@@ -155,9 +158,7 @@ def parse_randomness(randomness: Optional[Mapping[str, Any]]) -> RunSettings:
             'the config.')
     unknown = sorted(set(randomness) - set(RANDOMNESS_DEFAULTS))
     if unknown:
-        raise ValueError(
-            f'Unknown key(s) {unknown} in `randomness`; accepted keys are '
-            f'{sorted(RANDOMNESS_DEFAULTS)}. Check the spelling or remove them.')
+        raise ValueError(unknown_keys_message(unknown))
     out = dict(RANDOMNESS_DEFAULTS)
     out.update(randomness)
     if out['seed'] is not None:
@@ -172,6 +173,32 @@ def parse_randomness(randomness: Optional[Mapping[str, Any]]) -> RunSettings:
                    'Set e.g. `randomness=dict(global_batch=16)`, or remove the key to '
                    'accept any layout.')
     return RunSettings(**out)
+
+
+def unknown_keys_message(unknown: List[str]) -> str:
+    """The one line for keys of ``randomness`` that are not accepted keys.
+
+    Each key close to an accepted one (:func:`difflib.get_close_matches`) gets that key
+    suggested; where none is close, the line says so and lists the accepted keys.
+
+    Args:
+        unknown: The unknown keys, sorted.
+    """
+    accepted = sorted(RANDOMNESS_DEFAULTS)
+    close = {key: difflib.get_close_matches(str(key), accepted, n=1) for key in unknown}
+    head = f'Unknown key(s) {unknown} in `randomness`'
+    far = [key for key in unknown if not close[key]]
+    if len(far) == len(unknown):
+        return (f'{head}, and no accepted key is close; accepted keys are {accepted}. '
+                'Check the spelling or remove them.')
+    if len(unknown) == 1:
+        key, guess = unknown[0], close[unknown[0]][0]
+        return (f'{head}: did you mean {guess!r}? Rename randomness.{key} to '
+                f'randomness.{guess} (in the config or --cfg-options), or remove it.')
+    guesses = ', '.join(f'{close[key][0]!r} for {key!r}' for key in unknown if close[key])
+    nothing_close = (f' No accepted key is close to {far}; accepted keys are {accepted}.'
+                     if far else '')
+    return f'{head}: did you mean {guesses}?{nothing_close} Fix the spelling or remove them.'
 
 
 def check_threads(value: Any, key: str = 'randomness.threads') -> None:
@@ -224,12 +251,3 @@ def check_fill_uninitialized_memory(value: Optional[bool],
             f'{key}={value} needs torch >= 2.2 (torch.utils.deterministic), but torch '
             f'{torch.__version__} is installed. Remove the key to keep this torch\'s '
             'behaviour, or upgrade torch.')
-
-
-def has_fill_uninitialized_memory() -> bool:
-    """Whether this torch has ``torch.utils.deterministic.fill_uninitialized_memory``."""
-    try:
-        import torch.utils.deterministic as deterministic
-    except ImportError:
-        return False
-    return hasattr(deterministic, 'fill_uninitialized_memory')

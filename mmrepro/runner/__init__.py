@@ -1,8 +1,9 @@
 """mmrepro's Runner, loops and hooks, registered in MMEngine's ``RUNNERS``, ``LOOPS`` and
-``HOOKS`` (see :mod:`.repro_runner`)."""
+``HOOKS``: :class:`ReproRunnerMixin`'s body (:mod:`.repro_runner`) lists every change, and
+each concern's module holds what it calls."""
 from .checkpoints import ReproCheckpointHook
 from .epoch_loop import ReproEpochBasedTrainLoop
-from .eval_loops import ReproTestLoop, ReproValLoop
+from .evaluation import ReproTestLoop, ReproValLoop
 from .repro_runner import ReproRunner, ReproRunnerMixin
 from .schedules import ReproParamSchedulerHook
 

@@ -1,67 +1,42 @@
-"""``ReproRunner``'s checkpoints: saved atomically, loaded with mmrepro's allow-list.
+"""The Runner's checkpoints: saved atomically, loaded with mmrepro's allow-list.
 
 **Saving.** MMEngine writes ``iter_N.pth`` / ``epoch_N.pth`` in place, then
 ``last_checkpoint``; a run killed during either leaves a truncated file that
 ``--resume`` picks. ``ReproRunner.save_checkpoint`` writes a local checkpoint through
-:class:`~mmrepro.resume.atomic_write.AtomicLocalBackend` (MMEngine's ``backend_args``),
-and :class:`ReproCheckpointHook`, which ``ReproRunner`` puts in place of MMEngine's
-``CheckpointHook`` in ``default_hooks``, writes ``last_checkpoint`` the same way, after
-the checkpoint is complete. Other backends are MMEngine's.
+:class:`~mmrepro.resume.atomic_write.AtomicLocalBackend` (MMEngine's ``backend_args``;
+:func:`save_backend_args`), and :class:`ReproCheckpointHook`, which ``ReproRunner`` puts
+in place of MMEngine's ``CheckpointHook`` in ``default_hooks``, writes
+``last_checkpoint`` the same way, after the checkpoint is complete. Other backends are
+MMEngine's.
 
 **Loading.** While ``ReproRunner.load_checkpoint`` or ``resume`` runs, MMEngine's loader
 of local files is mmrepro's (``weights_only=True`` and an allow-list of what MMEngine
-checkpoints hold, :mod:`mmrepro.patches.checkpoint_scheme`).
+checkpoints hold, :mod:`mmrepro.patches.checkpoint_scheme`, scoped by
+:data:`~mmrepro.run.scopes.SAFE_LOADING`).
 """
 from __future__ import annotations
 
 import locale
 import os.path as osp
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from mmengine.dist import is_main_process
 from mmengine.fileio import LocalBackend, get_file_backend
 from mmengine.hooks import CheckpointHook
 from mmengine.registry import HOOKS
 
-from ..patches.checkpoint_scheme import SAFE_LOADING
 from ..resume.atomic_write import ATOMIC_BACKEND, atomic_write
 
 
-class CheckpointMixin:
-    """The Runner's ``save_checkpoint``, ``load_checkpoint`` and ``resume`` (a part of
-    ``ReproRunner``)."""
-
-    def save_checkpoint(self: Any, out_dir: str, filename: str,
-                        file_client_args: Optional[dict] = None, *args: Any,
-                        backend_args: Optional[dict] = None, **kwargs: Any) -> None:
-        """``Runner.save_checkpoint``; a local checkpoint is written atomically."""
-        if file_client_args is None and _local(out_dir, backend_args):
-            backend_args = dict(backend=ATOMIC_BACKEND)
-        return super().save_checkpoint(out_dir, filename, file_client_args, *args,
-                                       backend_args=backend_args, **kwargs)
-
-    def load_checkpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
-        """``Runner.load_checkpoint``, local files loaded with mmrepro's allow-list."""
-        return _safely(super().load_checkpoint, *args, **kwargs)
-
-    def resume(self: Any, *args: Any, **kwargs: Any) -> None:
-        """``Runner.resume``, local files loaded with mmrepro's allow-list."""
-        return _safely(super().resume, *args, **kwargs)
-
-
-def _local(out_dir: Any, backend_args: Optional[dict]) -> bool:
-    """Whether ``out_dir`` is on the local file system by MMEngine's rules."""
-    return isinstance(out_dir, str) and isinstance(
-        get_file_backend(out_dir, backend_args=backend_args), LocalBackend)
-
-
-def _safely(method: Callable, *args: Any, **kwargs: Any) -> Any:
-    """``method(*args, **kwargs)`` with MMEngine's local loads done by mmrepro."""
-    token = SAFE_LOADING.set(True)
-    try:
-        return method(*args, **kwargs)
-    finally:
-        SAFE_LOADING.reset(token)
+def save_backend_args(out_dir: Any, file_client_args: Optional[dict],
+                      backend_args: Optional[dict]) -> Optional[dict]:
+    """The ``backend_args`` ``Runner.save_checkpoint`` writes with: mmrepro's atomic local
+    backend where ``out_dir`` is on the local file system by MMEngine's rules and the
+    call names no file client; ``backend_args`` as they are elsewhere."""
+    if file_client_args is None and isinstance(out_dir, str) and isinstance(
+            get_file_backend(out_dir, backend_args=backend_args), LocalBackend):
+        return dict(backend=ATOMIC_BACKEND)
+    return backend_args
 
 
 @HOOKS.register_module()

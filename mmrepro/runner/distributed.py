@@ -1,17 +1,19 @@
-"""``ReproRunner.setup_env`` and ``wrap_model``: its process group, DDP's settings fixed.
+"""The Runner's process group and DDP: a per-attempt store, DDP's settings made explicit.
 
 The process group is set up by MMEngine's ``init_dist``, which mmrepro makes work
 without CUDA and, under torchrun's agent store, per restart attempt
 (:mod:`mmrepro.patches.distributed`); the per-attempt store is for the process groups
-of ReproRunners only (:data:`~mmrepro.patches.distributed.RUNNER_SETUP`).
+of ReproRunners only: ``ReproRunner.setup_env`` sets
+:data:`~mmrepro.run.scopes.RUNNER_SETUP` while it runs. ``ReproRunner.wrap_model``
+builds DDP with :func:`ddp_config`.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
 import torch
+from mmengine.runner import Runner
 
-from ..patches.distributed import RUNNER_SETUP
 from ..run.state import run_state
 
 #: DDP settings that change bitwise results (bucket layout, buffer syncs), made explicit.
@@ -19,31 +21,20 @@ DDP_DEFAULTS: Dict[str, Any] = dict(type='MMDistributedDataParallel', broadcast_
                                     find_unused_parameters=False, bucket_cap_mb=25)
 
 
-class DistributedMixin:
-    """The Runner's ``setup_env`` and ``wrap_model`` (a part of ``ReproRunner``)."""
+def ddp_config(runner: Runner, model_wrapper_cfg: Optional[Dict]) -> Optional[Dict]:
+    """The ``model_wrapper_cfg`` to give MMEngine's ``Runner.wrap_model``.
 
-    def setup_env(self: Any, env_cfg: Dict) -> None:
-        """``Runner.setup_env``, marking the process-group set-up as a ReproRunner's."""
-        token = RUNNER_SETUP.set(True)
-        try:
-            return super().setup_env(env_cfg)
-        finally:
-            RUNNER_SETUP.reset(token)
-
-    def wrap_model(self: Any, model_wrapper_cfg: Optional[Dict], model: Any) -> Any:
-        """``Runner.wrap_model`` with explicit DDP settings (and no device_ids on CPU).
-
-        Without a ``model_wrapper_cfg``, a distributed run gets :data:`DDP_DEFAULTS`
-        (``find_unused_parameters`` from the config); the settings DDP is built with go
-        into the run record.
-        """
-        if self.distributed and model_wrapper_cfg is None:
-            model_wrapper_cfg = dict(DDP_DEFAULTS, find_unused_parameters=self.cfg.get(
-                'find_unused_parameters', False))
-        if self.distributed and isinstance(model_wrapper_cfg, dict):
-            model_wrapper_cfg = dict(model_wrapper_cfg)
-            if not torch.cuda.is_available():
-                model_wrapper_cfg.setdefault('device_ids', None)
-            run_state(self).ddp = {k: v for k, v in model_wrapper_cfg.items()
-                                   if isinstance(v, (str, int, float, bool, type(None)))}
-        return super().wrap_model(model_wrapper_cfg, model)
+    Without one, a distributed run gets :data:`DDP_DEFAULTS` (``find_unused_parameters``
+    from the config); without CUDA, no ``device_ids``. The settings DDP is built with go
+    into the run record. A run that is not distributed gets ``model_wrapper_cfg`` as it is.
+    """
+    if runner.distributed and model_wrapper_cfg is None:
+        model_wrapper_cfg = dict(DDP_DEFAULTS, find_unused_parameters=runner.cfg.get(
+            'find_unused_parameters', False))
+    if runner.distributed and isinstance(model_wrapper_cfg, dict):
+        model_wrapper_cfg = dict(model_wrapper_cfg)
+        if not torch.cuda.is_available():
+            model_wrapper_cfg.setdefault('device_ids', None)
+        run_state(runner).ddp = {k: v for k, v in model_wrapper_cfg.items()
+                                 if isinstance(v, (str, int, float, bool, type(None)))}
+    return model_wrapper_cfg

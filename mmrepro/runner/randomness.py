@@ -1,4 +1,4 @@
-"""``ReproRunner.set_randomness``: the Runner's seeding goes through mmrepro's core."""
+"""The Runner's seeding goes through mmrepro's core (``ReproRunner.set_randomness``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -37,38 +37,36 @@ def note_seed_source(seed: Optional[int], source: str) -> None:
         _seed_source.update(seed=seed, source=source)
 
 
-class RandomnessMixin:
-    """The Runner's ``set_randomness``, done by mmrepro (a part of ``ReproRunner``)."""
+def set_randomness(runner: Runner, seed: Optional[int], kwargs: Dict[str, Any]) -> None:
+    """``Runner.set_randomness`` with validation and a seed that is never None.
 
-    def set_randomness(self: Any, seed: Optional[int] = None, **kwargs: Any) -> None:
-        """``Runner.set_randomness`` with validation and a seed that is never None.
+    On the first call (from ``Runner.__init__``), when the config resumes, the
+    checkpoint to resume is peeked at (memory-mapped) and its ``mmrepro`` section
+    validated, so that its seed and data position are known before any sampler or
+    DataLoader is built (:class:`~mmrepro.run.state.ResumeSource`). Without a seed in
+    the config, one is drawn on rank 0 and broadcast. The seed is written back into
+    ``randomness`` of the runner's config, so the config dump and every checkpoint
+    meta record it.
 
-        On the first call (from ``Runner.__init__``), when the config resumes, the
-        checkpoint to resume is peeked at (memory-mapped) and its ``mmrepro`` section
-        validated, so that its seed and data position are known before any sampler or
-        DataLoader is built (:class:`~mmrepro.run.state.ResumeSource`). Without a seed in
-        the config, one is drawn on rank 0 and broadcast. The seed is written back into
-        ``randomness`` of the runner's config, so the config dump and every checkpoint
-        meta record it.
-
-        Args:
-            seed: ``randomness.seed``.
-            **kwargs: The other ``randomness`` keys (see
-                :data:`mmrepro.run.settings.RANDOMNESS_DEFAULTS`).
-        """
-        state = run_state(self)
-        first_call = not state.enabled
-        settings = parse_randomness(dict(kwargs, seed=seed))
-        cpu.check_process(settings.cpu_isa)  # before anything is built or written
-        if first_call:
-            state.resume = _peek_resume_checkpoint(self)
-        settings, source = _materialise_seed(settings, state.resume if first_call else None,
-                                             state)
-        _apply(self, settings)
-        state.settings = settings
-        if first_call:
-            state.note(logging.INFO, _seed_line(settings, source))
-        log_pending(self)
+    Args:
+        runner: The Runner.
+        seed: ``randomness.seed``.
+        kwargs: The other ``randomness`` keys (see
+            :data:`mmrepro.run.settings.RANDOMNESS_DEFAULTS`).
+    """
+    state = run_state(runner)
+    first_call = not state.enabled
+    settings = parse_randomness(dict(kwargs, seed=seed))
+    cpu.check_process(settings.cpu_isa)  # before anything is built or written
+    if first_call:
+        state.resume = _peek_resume_checkpoint(runner)
+    settings, source = _materialise_seed(settings, state.resume if first_call else None,
+                                         state)
+    _apply(runner, settings)
+    state.settings = settings
+    if first_call:
+        state.note(logging.INFO, _seed_line(settings, source))
+    log_pending(runner)
 
 
 def _materialise_seed(settings: RunSettings, resume: Optional[ResumeSource],
@@ -94,7 +92,7 @@ def _materialise_seed(settings: RunSettings, resume: Optional[ResumeSource],
     return settings, source
 
 
-def _apply(runner: Any, settings: RunSettings) -> None:
+def _apply(runner: Runner, settings: RunSettings) -> None:
     """Seed every RNG, set deterministic mode and threads, and tell the Runner."""
     runner._randomness_cfg = settings.to_dict()
     runner.cfg['randomness'] = {**dict(runner.cfg.get('randomness') or {}),

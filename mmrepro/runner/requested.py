@@ -4,12 +4,13 @@
 Runner built in Python with keyword arguments has an empty ``cfg``. So that mmrepro
 acts for both, :class:`~mmrepro.runner.ReproRunner` records the ``custom_hooks``,
 ``resume`` and ``load_from`` arguments of its ``__init__`` (:func:`record_init_args`),
-and :func:`requested_config` reads them with the config.
+and :func:`requested_config` reads them with the config. :func:`asks_for_class` says
+whether a config entry asks for one of MMEngine's classes (a loop, a hook, a sampler).
 """
 from __future__ import annotations
 
 import inspect
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Tuple, Type
 
 from mmengine.runner import Runner
 
@@ -66,3 +67,17 @@ def requested_config(runner: Runner) -> Dict[str, Any]:
     arguments, so that ``custom_hooks``, ``resume`` and ``load_from`` are seen either way.
     """
     return merged_config(getattr(runner, 'cfg', None), run_state(runner).init_args)
+
+
+def asks_for_class(kind: Any, cls: Type) -> bool:
+    """Whether a config entry's ``type`` asks for MMEngine's class ``cls``.
+
+    A config names it by its registered name (``'EpochBasedTrainLoop'``), by that name
+    with MMEngine's scope (``'mmengine.EpochBasedTrainLoop'``) or by the class itself.
+    """
+    return kind in (cls.__name__, f'mmengine.{cls.__name__}', cls)
+
+
+def type_name(kind: Any) -> str:
+    """A config entry's ``type`` for a message: a class's name, a name as it is."""
+    return getattr(kind, '__name__', str(kind))

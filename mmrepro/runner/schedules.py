@@ -9,7 +9,8 @@ schedulers of an accumulating run step once per optimizer step instead, so one p
 with ``k`` micro-batches follows the learning rates of ``k`` ranks step for step:
 
 - ``ReproRunner.build_param_scheduler`` converts epochs to iterations with the number of
-  optimizer steps per epoch (MMEngine uses the loader's length, in micro-batches);
+  optimizer steps per epoch (MMEngine uses the loader's length, in micro-batches;
+  :func:`counting_optimizer_steps`);
 - :class:`ReproParamSchedulerHook` (``default_hooks.param_scheduler``) steps only after
   the last micro-batch of each optimizer step.
 
@@ -22,63 +23,71 @@ micro-batches, as in MMEngine.
 ``optim_wrapper.accumulative_counts``, so one process with ``k`` micro-batches of ``B``
 (standing in for ``k`` ranks of ``B``) would train at ``1/k`` of the learning rate the
 ``k`` ranks get. ``ReproRunner.scale_lr`` runs MMEngine's method as if the per-rank batch
-were ``batch_size x accumulative_counts``: the ratio is ``global batch /
-base_batch_size``, with the global batch ``batch_size x ranks x accumulative_counts``
-(samples per optimizer step), the same number, computed the same way, for every layout
-of that global batch. One line in the Runner's log says what it scaled by.
+were ``batch_size x accumulative_counts`` (:func:`scaling_by_global_batch`): the ratio
+is ``global batch / base_batch_size``, with the global batch ``batch_size x ranks x
+accumulative_counts`` (samples per optimizer step), the same number, computed the same
+way, for every layout of that global batch. One line in the Runner's log says what it
+scaled by.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+import contextlib
+from typing import Any, Iterator, Mapping, Optional
 
 from mmengine.hooks import ParamSchedulerHook
 from mmengine.registry import HOOKS
+from mmengine.runner import Runner
 from torch.utils.data import DataLoader
 
-from ..data.global_stream import accumulative_counts
-from ..run.layout import Layout
+from ..run.layout import Layout, accumulative_counts
 from ..run.state import find_state, run_state
 
 
-class ScheduleMixin:
-    """The Runner's ``build_param_scheduler`` and ``scale_lr`` (a part of ``ReproRunner``)."""
+@contextlib.contextmanager
+def counting_optimizer_steps(runner: Runner) -> Iterator[None]:
+    """While MMEngine builds the parameter schedulers: under accumulation with the global
+    stream, the train loader's length counts optimizer steps, so that epochs convert to
+    iterations by steps; after, the step clock is set and the log says so. Elsewhere
+    MMEngine's build, unchanged."""
+    state = run_state(runner)
+    accumulation = state.keyed_accumulation
+    if accumulation <= 1:
+        yield
+        return
+    with runner.train_dataloader.batch_sampler.counting_steps():
+        yield
+    state.step_clock = accumulation
+    runner.logger.info(f'mmrepro: accumulative_counts={accumulation}: iteration-based '
+                       'parameter schedules step once per optimizer step')
 
-    def build_param_scheduler(self: Any, scheduler: Any) -> Any:
-        """``Runner.build_param_scheduler``, in optimizer steps under accumulation."""
-        state = run_state(self)
-        accumulation = state.keyed_accumulation
-        if accumulation <= 1:
-            return super().build_param_scheduler(scheduler)
-        with self.train_dataloader.batch_sampler.counting_steps():
-            schedulers = super().build_param_scheduler(scheduler)
-        state.step_clock = accumulation
-        self.logger.info(f'mmrepro: accumulative_counts={accumulation}: iteration-based '
-                         'parameter schedules step once per optimizer step')
-        return schedulers
 
-    def scale_lr(self: Any, optim_wrapper: Any,
-                 auto_scale_lr: Optional[Mapping] = None) -> None:
-        """``Runner.scale_lr`` by the global batch (see the module docstring)."""
-        if not (auto_scale_lr or {}).get('enable', False):
-            return super().scale_lr(optim_wrapper, auto_scale_lr)
-        loader = self._train_dataloader
-        batch_size = (loader.batch_size if isinstance(loader, DataLoader)
-                      else loader['batch_size'])
-        layout = run_state(self).layout or Layout(batch_size, 0, self.world_size,
-                                                  accumulative_counts(optim_wrapper))
-        # MMEngine reads the per-rank batch size from the train loader (a config or a
-        # DataLoader) and multiplies it by the world size: give it the micro-batches too.
-        self._train_dataloader = dict(batch_size=batch_size * layout.accumulation)
-        try:
-            super().scale_lr(optim_wrapper, auto_scale_lr)
-        finally:
-            self._train_dataloader = loader
-        base = auto_scale_lr['base_batch_size']
-        self.logger.info(
-            f'mmrepro: auto_scale_lr: learning rates scaled by global batch '
-            f'{layout.global_batch} / base_batch_size {base} = {layout.global_batch / base} '
-            f'(global batch = {layout.world_size} rank(s) x batch_size {batch_size} x '
-            f'accumulative_counts {layout.accumulation}, samples per optimizer step)')
+@contextlib.contextmanager
+def scaling_by_global_batch(runner: Runner, optim_wrapper: Any,
+                            auto_scale_lr: Optional[Mapping]) -> Iterator[None]:
+    """While MMEngine's ``Runner.scale_lr`` runs with ``auto_scale_lr`` enabled, the
+    per-rank batch it reads is ``batch_size x accumulative_counts``, so that it scales by
+    the global batch (see the module docstring); after, the log says by what."""
+    if not (auto_scale_lr or {}).get('enable', False):
+        yield
+        return
+    loader = runner._train_dataloader
+    batch_size = (loader.batch_size if isinstance(loader, DataLoader)
+                  else loader['batch_size'])
+    layout = run_state(runner).layout or Layout(batch_size, 0, runner.world_size,
+                                                accumulative_counts(optim_wrapper))
+    # MMEngine reads the per-rank batch size from the train loader (a config or a
+    # DataLoader) and multiplies it by the world size: give it the micro-batches too.
+    runner._train_dataloader = dict(batch_size=batch_size * layout.accumulation)
+    try:
+        yield
+    finally:
+        runner._train_dataloader = loader
+    base = auto_scale_lr['base_batch_size']
+    runner.logger.info(
+        f'mmrepro: auto_scale_lr: learning rates scaled by global batch '
+        f'{layout.global_batch} / base_batch_size {base} = {layout.global_batch / base} '
+        f'(global batch = {layout.world_size} rank(s) x batch_size {batch_size} x '
+        f'accumulative_counts {layout.accumulation}, samples per optimizer step)')
 
 
 @HOOKS.register_module()

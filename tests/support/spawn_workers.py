@@ -11,7 +11,7 @@ from mmengine.evaluator import BaseMetric, Evaluator
 
 from mmrepro.data.eval_batch_sampler import EvalBatchSampler
 from mmrepro.rng.seeding import init_random_seed, set_random_seed
-from mmrepro.runner.eval_loops import results_in_default_order
+from mmrepro.runner.evaluation import results_in_default_order
 
 
 def seeding_worker(rank: int, port: int, results) -> None:

@@ -5,8 +5,8 @@ from mmengine.runner import Runner
 from support.mmdet_data import batch_digests, coco, loader_cfg, logged
 
 from mmrepro.data import make_reproducible
+from mmrepro.data.data_position import rank_position
 from mmrepro.data.keyed_cache import KeyedCache, pipeline_transforms
-from mmrepro.data.seeded_batch_sampler import rank_position
 
 #: RTMDet's stage-1 pipeline at the generated data's size, with small caches so that
 #: an epoch of 16 images mixes: a mix-up partner is itself a mosaic.
@@ -27,7 +27,8 @@ RTMDET = [
 def _loader(data_root, num_workers=0, keyed=True, seed=3):
     cfg = loader_cfg(coco(data_root, RTMDET), num_workers=num_workers)
     cfg['collate_fn'] = dict(type='pseudo_collate')
-    return make_reproducible(Runner.build_dataloader(cfg, seed=seed), seed, keyed_cache=keyed)
+    return make_reproducible(Runner.build_dataloader(cfg, seed=seed),
+                             dict(seed=seed, keyed_cache=keyed))
 
 
 

@@ -38,6 +38,7 @@ def test_wrappers_same_samples_for_0_and_2_workers(data_root, kind):
         cfg = loader_cfg(_wrapped(kind, data_root), num_workers=workers,
                          batch_sampler=dict(type='AspectRatioBatchSampler'))
         cfg['collate_fn'] = dict(type='pseudo_collate')
-        digests.append(_digest(make_reproducible(Runner.build_dataloader(cfg, seed=3), 3)))
+        digests.append(_digest(make_reproducible(Runner.build_dataloader(cfg, seed=3),
+                                                         dict(seed=3))))
     assert digests[0] == digests[1]
 

@@ -35,7 +35,7 @@ def _order(data_root, name, epoch, noise):
     sampler_cfg, concat = SAMPLERS[name]
     dataset = _concat(data_root) if concat else coco(data_root)
     loader = make_reproducible(Runner.build_dataloader(loader_cfg(dataset, sampler_cfg),
-                                                       seed=SEED), SEED)
+                                                       seed=SEED), dict(seed=SEED))
     assert loader.batch_sampler.sampler.seed == SEED
     if hasattr(loader.batch_sampler.sampler, 'set_epoch'):
         loader.batch_sampler.sampler.set_epoch(epoch)

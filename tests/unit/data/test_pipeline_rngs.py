@@ -9,8 +9,8 @@ from support import own_rng_transform  # noqa: F401  (registers OwnRNGNoise)
 from support.mmdet_data import albu, albu_pipeline, batch_digests, coco, loader_cfg, logged
 
 from mmrepro.data import make_reproducible
+from mmrepro.data.data_position import rank_position
 from mmrepro.data.pipeline_rngs import OwnedGenerator, PipelineRNGs, find_generators
-from mmrepro.data.seeded_batch_sampler import rank_position
 
 albumentations = pytest.importorskip(
     'albumentations', reason='albumentations is not installed (tools/setup_env.sh installs '
@@ -77,7 +77,7 @@ def _loader(data_root, pipeline, num_workers=0, keyed=True, seed=5):
     cfg = loader_cfg(coco(data_root, pipeline), num_workers=num_workers)
     cfg['collate_fn'] = dict(type='pseudo_collate')
     loader = Runner.build_dataloader(cfg, seed=seed)
-    return make_reproducible(loader, seed) if keyed else loader
+    return make_reproducible(loader, dict(seed=seed)) if keyed else loader
 
 
 @pytest.fixture(scope='module')
@@ -158,7 +158,7 @@ def test_strict_refuses_an_unkeyed_generator_in_one_line(data_root):
     loader = Runner.build_dataloader(
         loader_cfg(coco(data_root, pipeline), num_workers=0), seed=5)
     with pytest.raises(ValueError) as err:
-        make_reproducible(loader, 5, strict=True)
+        make_reproducible(loader, dict(seed=5, strict=True))
     assert str(err.value) == (
         'randomness.strict=True, but the pipeline owns generator(s) mmrepro does not key: '
         'OwnRNGNoise.rng (numpy.random.Generator); their draws change on every rerun '

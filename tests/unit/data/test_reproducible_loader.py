@@ -8,7 +8,7 @@ from mmengine.dataset import DefaultSampler, InfiniteSampler
 from torch.utils.data import DataLoader, Dataset
 
 from mmrepro.data import make_reproducible
-from mmrepro.data.seeded_batch_sampler import rank_position
+from mmrepro.data.data_position import rank_position
 
 
 class RandomAugDataset(Dataset):
@@ -31,7 +31,7 @@ def _loader(num_workers, persistent=False, seed=0, epoch_sampler=DefaultSampler,
     sampler = epoch_sampler(dataset, shuffle=True, seed=seed)
     loader = DataLoader(dataset, sampler=sampler, batch_size=3, num_workers=num_workers,
                         persistent_workers=persistent, collate_fn=_collate)
-    return make_reproducible(loader, seed, diff_rank_seed=diff_rank_seed), sampler
+    return make_reproducible(loader, dict(seed=seed, diff_rank_seed=diff_rank_seed)), sampler
 
 
 def _epochs(loader, sampler, n=2):
@@ -146,10 +146,27 @@ def test_the_global_stream_needs_this_ranks_layout():
     loader = DataLoader(dataset, batch_size=3, collate_fn=_collate)
     batches = loader.batch_sampler
     with pytest.raises(ValueError, match=r'^make_reproducible: global_batches needs the '
-                       r'layout that takes its slices, for rank 1 \(layout=Layout\(\.\.\., '
-                       r'rank=1, \.\.\.\)\), got layout=None\.$'):
-        make_reproducible(loader, 0, rank=1, world_size=2, global_batches=batches)
+                       r'layout that takes its slices \(layout=Layout\(batch_size, rank, '
+                       r'world_size, accumulation\)\), got layout=None\.$'):
+        make_reproducible(loader, dict(seed=0), global_batches=batches)
+
+
+def test_the_settings_and_the_layout_say_the_seed_and_the_rank():
+    from mmrepro.rng.keys import LOADER, derive_seed
     from mmrepro.run.layout import Layout
-    with pytest.raises(ValueError, match=r'got layout=Layout\(batch_size=3, rank=0'):
-        make_reproducible(loader, 0, rank=1, world_size=2, global_batches=batches,
-                          layout=Layout(3, 0, 2))
+    from mmrepro.run.settings import RunSettings
+    loader = DataLoader(RandomAugDataset(), batch_size=3, collate_fn=_collate)
+    built = make_reproducible(loader, RunSettings(seed=4, diff_rank_seed=True),
+                              Layout(3, rank=1, world_size=2))
+    sampler = built.batch_sampler
+    assert (sampler.seed, sampler.rank, sampler.world_size) == (4, 1, 2)
+    assert sampler.diff_rank_seed is True
+    assert built.generator.initial_seed() == derive_seed(LOADER, 4, 1)
+    plain = make_reproducible(loader, dict(seed=4))  # a randomness dict; rank 0 of 1
+    assert (plain.batch_sampler.rank, plain.batch_sampler.world_size) == (0, 1)
+    assert plain.batch_sampler.diff_rank_seed is False
+    with pytest.raises(ValueError, match=r'^make_reproducible: the settings have no seed '
+                       r'\(seed=None\); give the run.s seed'):
+        make_reproducible(loader, RunSettings())
+    with pytest.raises(ValueError, match=r"^Unknown key\(s\) \['sead'\] in `randomness`"):
+        make_reproducible(loader, dict(sead=4))

@@ -8,7 +8,7 @@ from support.repro_utils import state_digest
 from support.toy_runner import runner_kwargs
 
 import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
-from mmrepro.data.seeded_batch_sampler import rank_position
+from mmrepro.data.data_position import rank_position
 from mmrepro.resume.checkpoint_io import CheckpointLoadError, safe_load
 from mmrepro.resume.section import (
     CONTINUE,

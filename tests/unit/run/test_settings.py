@@ -5,12 +5,12 @@ import json
 import pytest
 import torch
 
+from mmrepro.determinism.mode import has_fill_uninitialized_memory
 from mmrepro.rng.seeding import set_random_seed
 from mmrepro.run.settings import (
     RANDOMNESS_DEFAULTS,
     RunSettings,
     check_seed,
-    has_fill_uninitialized_memory,
     parse_randomness,
     validate_randomness,
 )
@@ -36,14 +36,40 @@ def test_bad_seed_messages(seed, exc, match):
         validate_randomness(dict(seed=seed))
 
 
-def test_unknown_key_names_key_and_accepted_keys():
+#: The accepted keys, as an unknown key's message lists them.
+ACCEPTED = ("['cpu_isa', 'deterministic', 'diff_rank_seed', 'fill_uninitialized_memory', "
+            "'global_batch', 'global_stream', 'keyed_cache', 'sample_seeding', 'seed', "
+            "'strict', 'threads', 'warn_only']")
+
+
+@pytest.mark.parametrize('key, guess', [('sede', 'seed'), ('sead', 'seed'),
+                                        ('determinstic', 'deterministic'),
+                                        ('keyed_caches', 'keyed_cache')])
+def test_a_misspelt_key_gets_the_closest_key_suggested(key, guess):
     with pytest.raises(ValueError) as info:
-        validate_randomness(dict(sede=1))
+        validate_randomness({key: 1})
     assert str(info.value) == (
-        "Unknown key(s) ['sede'] in `randomness`; accepted keys are ['cpu_isa', "
-        "'deterministic', 'diff_rank_seed', 'fill_uninitialized_memory', 'global_batch', "
-        "'global_stream', 'keyed_cache', 'sample_seeding', 'seed', 'strict', 'threads', "
-        "'warn_only']. Check the spelling or remove them.")
+        f"Unknown key(s) ['{key}'] in `randomness`: did you mean '{guess}'? Rename "
+        f'randomness.{key} to randomness.{guess} (in the config or --cfg-options), or '
+        'remove it.')
+
+
+def test_an_unknown_key_close_to_none_lists_the_accepted_keys():
+    with pytest.raises(ValueError) as info:
+        validate_randomness(dict(colour=1))
+    assert str(info.value) == (
+        "Unknown key(s) ['colour'] in `randomness`, and no accepted key is close; accepted "
+        f'keys are {ACCEPTED}. Check the spelling or remove them.')
+
+
+def test_several_unknown_keys_each_get_their_guess_in_one_line():
+    with pytest.raises(ValueError) as info:
+        validate_randomness(dict(sead=1, colour=2, strikt=True))
+    assert str(info.value) == (
+        "Unknown key(s) ['colour', 'sead', 'strikt'] in `randomness`: did you mean 'seed' "
+        "for 'sead', 'strict' for 'strikt'? No accepted key is close to ['colour']; "
+        f'accepted keys are {ACCEPTED}. Fix the spelling or remove them.')
+    assert '\n' not in str(info.value)
 
 
 @pytest.mark.parametrize('key', ['deterministic', 'diff_rank_seed', 'sample_seeding',

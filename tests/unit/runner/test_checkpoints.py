@@ -17,6 +17,7 @@ import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.patches import checkpoint_scheme
 from mmrepro.resume import atomic_write
 from mmrepro.resume.checkpoint_io import CheckpointLoadError
+from mmrepro.run.scopes import SAFE_LOADING
 from mmrepro.runner import checkpoints
 
 
@@ -56,7 +57,7 @@ def _runner(tmp_path, enabled: bool) -> Runner:
 
 def test_the_local_scheme_is_mmrepros_loader():
     assert CheckpointLoader._schemes[''] is checkpoint_scheme.load_from_local
-    assert checkpoint_scheme.SAFE_LOADING.get() is False
+    assert SAFE_LOADING.get() is False
 
 
 def test_outside_a_runner_mmengines_loader_runs(tmp_path, original_calls):
@@ -75,7 +76,7 @@ def test_inside_an_enabled_runners_load_the_allow_list_loads(tmp_path, original_
     assert original_calls == []  # mmrepro's safe_load, with its allow-list
     assert loaded['message_hub']['log_scalars']['loss'].current() == 0.25
     assert torch.equal(runner.model.fc.weight.detach(), state['fc.weight'])
-    assert checkpoint_scheme.SAFE_LOADING.get() is False  # only during the load
+    assert SAFE_LOADING.get() is False  # only during the load
 
 
 def test_the_allow_list_refuses_other_objects_and_resets(tmp_path, original_calls):
@@ -85,7 +86,7 @@ def test_the_allow_list_refuses_other_objects_and_resets(tmp_path, original_call
     with pytest.raises(CheckpointLoadError, match=r'holds an object mmrepro does not load: '
                        r'.*_Unlisted'):
         runner.load_checkpoint(path)
-    assert original_calls == [] and checkpoint_scheme.SAFE_LOADING.get() is False
+    assert original_calls == [] and SAFE_LOADING.get() is False
 
 
 def test_a_runner_without_mmrepro_loads_with_mmengines_loader(tmp_path, original_calls):

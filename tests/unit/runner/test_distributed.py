@@ -5,7 +5,7 @@ from mmengine.runner import Runner
 from support.toy_runner import runner_kwargs
 
 import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
-from mmrepro.patches.distributed import RUNNER_SETUP
+from mmrepro.run.scopes import RUNNER_SETUP
 
 
 def test_only_a_reprorunners_set_up_is_marked(tmp_path, monkeypatch):

@@ -57,8 +57,8 @@ def test_a_resumed_epoch_numbers_its_batches_as_the_original_run(tmp_path):
                            load_from=str(tmp_path / 'full' / 'iter_10.pth'))
     assert seen == full[10:]  # epoch 1 from batch_idx 2: (1, 2, 10), (1, 3, 11), ...
     assert seen[0] == (1, 2, 10) and seen[6] == (2, 0, 16)
-    position = resumed.train_dataloader.batch_sampler.position
-    assert position.loaded == (1, 2) and position.start(1) == 0  # applied once
+    sampler = resumed.train_dataloader.batch_sampler
+    assert sampler.positioned_at((1, 2)) and sampler.epoch_start(1) == 0  # applied once
 
 
 def test_a_positioned_epoch_numbers_from_its_position_and_the_next_from_zero(tmp_path):

@@ -69,6 +69,40 @@ def test_a_malformed_section_is_refused_before_the_loader_is_positioned(tmp_path
         _resume(tmp_path, 'refused')
 
 
+def test_a_loader_built_before_the_checkpoint_was_known_is_positioned_after_resume(
+        tmp_path, monkeypatch):
+    """A checkpoint not peeked at (a remote file): the section is validated when it is
+    loaded, and the train loader, built before, is positioned after ``Runner.resume``
+    (the epoch loop); an iteration loop's iterator has started: MMEngine replays."""
+    from mmrepro.runner import randomness
+    Runner(**runner_kwargs(tmp_path / 'full', HOOKS)).train()
+    monkeypatch.setattr(randomness, '_peek_resume_checkpoint', lambda runner: None)
+    runner, log = _resume(tmp_path, 'late')
+    assert ('mmrepro: resumed RNG states and data position (sampler epoch 1, 2 batches '
+            'done).') in log
+    assert runner.iter == 24  # 3 epochs of 8 batches, as the uninterrupted run
+    assert runner.train_dataloader.batch_sampler.positioned_at((1, 2))
+
+
+def test_an_iteration_loop_built_before_the_checkpoint_was_known_replays(
+        tmp_path, monkeypatch):
+    """Its iterator started its pass when the loop was built: the sampler is not
+    positioned after ``Runner.resume``, and MMEngine's replay draws the trained batches."""
+    from mmrepro.runner import randomness
+    loader = runner_kwargs(tmp_path, HOOKS)['train_dataloader']
+    iter_loop = dict(train_cfg=dict(type='IterBasedTrainLoop', max_iters=24),
+                     train_dataloader=dict(loader, sampler=dict(type='InfiniteSampler')),
+                     default_hooks=dict(checkpoint=None,
+                                        logger=dict(type='LoggerHook', interval=100)))
+    Runner(**runner_kwargs(tmp_path / 'full', HOOKS, **iter_loop)).train()
+    monkeypatch.setattr(randomness, '_peek_resume_checkpoint', lambda runner: None)
+    runner, log = _resume(tmp_path, 'late', **iter_loop)
+    assert ('mmrepro: the loader was built before the checkpoint was known; replaying the '
+            'skipped batches instead.') in log
+    assert not runner.train_dataloader.batch_sampler.positioned_at((0, 10))
+    assert runner.iter == 24
+
+
 class _Numbers:
     """A map-style dataset of 8 numbers."""
 

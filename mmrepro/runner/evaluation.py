@@ -1,4 +1,5 @@
-"""Evaluation whose predictions do not depend on the number of ranks.
+"""Evaluation: predictions that do not depend on the number of ranks, and runs that only
+evaluate recorded as such.
 
 With a batch size above 1 an image's predictions depend on the images it is batched
 with (MMDetection pads a batch to its largest image), and MMEngine's
@@ -16,10 +17,11 @@ its order. That is the one seam: ``evaluate`` of the loop's evaluator, wrapped o
 instance while the loop runs; MMEngine's ``run`` is not restated, so its hooks, fp16
 and ``val_loss`` are MMEngine's.
 
-:class:`EvalLoopMixin` (a part of ``ReproRunner``) builds these loops where the config
-asks for MMEngine's ``ValLoop``/``TestLoop``; a loop of another type is kept, and the
-log says what it lacks. A loader that asks for another sampler or batch sampler keeps
-it, and the log says so.
+``ReproRunner.build_val_loop`` and ``build_test_loop`` build these loops where the
+config asks for MMEngine's ``ValLoop``/``TestLoop`` (:func:`build_eval_loop`); a loop of
+another type is kept, and the log says what it lacks. A loader that asks for another
+sampler or batch sampler keeps it, and the log says so. ``ReproRunner.val`` and
+``test`` mark a run that only evaluates (:func:`evaluating`).
 """
 from __future__ import annotations
 
@@ -30,23 +32,19 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 from mmengine.dataset import DefaultSampler
 from mmengine.dist import all_gather_object
 from mmengine.registry import LOOPS
+from mmengine.runner import Runner
 from mmengine.runner.base_loop import BaseLoop
 from mmengine.runner.loops import TestLoop, ValLoop
 
 from ..data.eval_batch_sampler import EvalBatchSampler, default_sampler_share
-from ..run.state import enabled
+from ..run.state import enabled, find_state
+from .requested import asks_for_class, type_name
 
-#: How a config names MMEngine's sampler, validation loop and test loop.
-DEFAULT_SAMPLER = ('DefaultSampler', 'mmengine.DefaultSampler', DefaultSampler)
-MMENGINE_LOOPS = {'val': ('ValLoop', 'mmengine.ValLoop', ValLoop),
-                  'test': ('TestLoop', 'mmengine.TestLoop', TestLoop)}
+#: MMEngine's validation and test loops.
+MMENGINE_LOOPS = {'val': ValLoop, 'test': TestLoop}
 #: What a loader or loop that keeps MMEngine's per-rank batches lacks.
 RANK_BATCHES = ("with batch_size > 1 an image's padding, and so its predictions, can "
                 'change with the number of ranks')
-
-
-def _name(kind: Any) -> str:
-    return getattr(kind, '__name__', str(kind))
 
 
 def eval_batches_problem(dataloader: Any) -> Optional[str]:
@@ -61,11 +59,11 @@ def eval_batches_problem(dataloader: Any) -> Optional[str]:
     if batch_sampler is not None:
         kind = (batch_sampler.get('type') if isinstance(batch_sampler, dict)
                 else type(batch_sampler))
-        return f'has a batch_sampler of its own ({_name(kind)})'
+        return f'has a batch_sampler of its own ({type_name(kind)})'
     sampler = dataloader.get('sampler')
     kind = sampler.get('type') if isinstance(sampler, dict) else type(sampler)
-    if kind not in DEFAULT_SAMPLER:
-        return f'samples with {_name(kind)}, not DefaultSampler'
+    if not asks_for_class(kind, DefaultSampler):
+        return f'samples with {type_name(kind)}, not DefaultSampler'
     if sampler.get('shuffle', True) is not False:
         return 'shuffles (DefaultSampler without shuffle=False)'
     if dataloader.get('drop_last'):
@@ -192,7 +190,7 @@ class ReproTestLoop(_RankFreeBatches, TestLoop):
 REPRO_LOOPS = {'val': ReproValLoop, 'test': ReproTestLoop}
 
 
-def build_eval_loop(runner: Any, stage: str, loop: Union[BaseLoop, dict],
+def build_eval_loop(runner: Runner, stage: str, loop: Union[BaseLoop, dict],
                     build: Callable[[Any], BaseLoop]) -> BaseLoop:
     """``build`` (MMEngine's ``build_{stage}_loop``) with mmrepro's loop where the
     config asks for MMEngine's (see the module docstring)."""
@@ -201,7 +199,7 @@ def build_eval_loop(runner: Any, stage: str, loop: Union[BaseLoop, dict],
     mine = REPRO_LOOPS[stage]
     if isinstance(loop, dict):
         kind = loop.get('type')
-        if kind is None or kind in MMENGINE_LOOPS[stage]:
+        if kind is None or asks_for_class(kind, MMENGINE_LOOPS[stage]):
             loop = dict(loop, type=mine.__name__)
     built = build(loop)
     if not isinstance(built, mine):
@@ -211,14 +209,15 @@ def build_eval_loop(runner: Any, stage: str, loop: Union[BaseLoop, dict],
     return built
 
 
-class EvalLoopMixin:
-    """The Runner's ``build_val_loop`` and ``build_test_loop`` (a part of ``ReproRunner``)."""
+def evaluating(runner: Runner, entry: str) -> None:
+    """Mark the run as one that only evaluates (``entry``: ``'val'`` or ``'test'``), from
+    ``Runner.val()`` or ``Runner.test()``.
 
-    def build_val_loop(self: Any, loop: Union[BaseLoop, dict]) -> BaseLoop:
-        """``Runner.build_val_loop``, with :class:`ReproValLoop` for MMEngine's ``ValLoop``."""
-        return build_eval_loop(self, 'val', loop, super().build_val_loop)  # type: ignore
-
-    def build_test_loop(self: Any, loop: Union[BaseLoop, dict]) -> BaseLoop:
-        """``Runner.build_test_loop``, with :class:`ReproTestLoop` for MMEngine's
-        ``TestLoop``."""
-        return build_eval_loop(self, 'test', loop, super().build_test_loop)  # type: ignore
+    ``ReproducibilityHook`` then writes ``test_record.json`` (not ``run_record.json``, so a
+    training work dir's newest record stays the training run's): the evaluated data's
+    fingerprint, the checkpoint's weights digest, the metrics and the predictions digest
+    (:mod:`mmrepro.record.evaluation`).
+    """
+    state = find_state(runner)
+    if state is not None:
+        state.entry = entry

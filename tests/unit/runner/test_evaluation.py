@@ -1,9 +1,11 @@
-"""runner.eval_loops: which loops and loaders get evaluation batches that do not depend on
+"""runner.evaluation: which loops and loaders get evaluation batches that do not depend on
 the number of ranks, what the log says otherwise, and the ranks' results in one rank's
-order (2 and 3 real gloo processes)."""
+order (2 and 3 real gloo processes); a run that only tests is recorded as one, without
+building training."""
 from __future__ import annotations
 
 import glob
+import json
 import os.path as osp
 import socket
 from typing import List
@@ -15,12 +17,14 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS, LOOPS
 from mmengine.runner import Runner, TestLoop, ValLoop
 from support.spawn_workers import IndexMetric, share_results_worker
-from support.toy_runner import fake_runner, runner_kwargs
+from support.toy_runner import evaluating_kwargs, fake_runner, runner_kwargs
 from torch.utils.data import BatchSampler, DataLoader
 
 import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.data import EvalBatchSampler, RankBatchSampler
-from mmrepro.runner.eval_loops import ReproTestLoop, ReproValLoop, build_eval_loop
+from mmrepro.record.weights import weights_digest
+from mmrepro.resume.checkpoint_io import safe_load
+from mmrepro.runner.evaluation import ReproTestLoop, ReproValLoop, build_eval_loop
 
 HOOK = [dict(type='ReproducibilityHook', trace_interval=0)]
 
@@ -201,3 +205,33 @@ def test_ranks_results_reach_the_metrics_in_one_ranks_order(tmp_path, world_size
         'rank; fix: append one result per data sample in its process(), or evaluate on one '
         'rank.'}
     assert not any(results[(r, True)][1] for r in range(world_size))
+
+
+# ------------------------------------------------------------ runs that only evaluate
+def test_a_test_run_writes_test_record_with_checkpoint_and_metrics(tmp_path):
+    Runner(**runner_kwargs(tmp_path / 'train', [dict(type='ReproducibilityHook')])).train()
+    ckpt = str(tmp_path / 'train' / 'epoch_3.pth')
+    runner = Runner(**evaluating_kwargs(tmp_path / 'test', ckpt))
+    metrics = runner.test()
+    assert not hasattr(runner._train_loop, 'run')  # the train loop was never built
+    (path,) = glob.glob(str(tmp_path / 'test' / '*' / 'test_record.json'))
+    assert not glob.glob(str(tmp_path / 'test' / '*' / 'run_record.json'))
+    with open(path) as f:
+        record = json.load(f)
+    assert record['run'] == 'test' and 'weights' not in record
+    assert record['checkpoint']['weights_sha256'] == weights_digest(safe_load(ckpt))
+    assert record['checkpoint']['iter'] == 24 and record['checkpoint']['file'] == ckpt
+    (entry,) = record['evaluation']
+    assert entry['kind'] == 'test' and entry['iter'] == 24 and entry['epoch'] == 3
+    assert entry['metrics'] == {'mean_output': metrics['mean_output']}
+    assert record['data']['dataset'] == 'NoisyData'  # the tested data's fingerprint
+    assert osp.isfile(osp.join(osp.dirname(path), 'predictions.jsonl'))
+
+
+def test_training_keeps_its_run_record(tmp_path):
+    Runner(**runner_kwargs(tmp_path, [dict(type='ReproducibilityHook')],
+                           train_cfg=dict(by_epoch=True, max_epochs=1))).train()
+    (path,) = glob.glob(str(tmp_path / '*' / 'run_record.json'))
+    with open(path) as f:
+        record = json.load(f)
+    assert 'run' not in record and 'checkpoint' not in record
