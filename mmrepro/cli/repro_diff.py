@@ -48,10 +48,10 @@ from ..checks.eval_verdict import checkpoint_lines, compare_test_runs, validatio
 from ..checks.evaluations import compare_evaluations, evaluation_lines
 from ..checks.evidence import Comparison, compare_evidence, weights_lines
 from ..checks.run_data import SCALARS, RunData, load_run, read_scalars
-from ..checks.weights_index import WeightsReadError
 from ..record.bundle import BundleError
 from ..record.initial_weights import initial_differences
 from ..record.run_record import MISSING, RunRecordError, diff_records
+from ..record.weights_index import WeightsReadError
 from ..trace import TraceDiff, TraceError, comparable_sections, compare_traces, describe_diff
 from .config_args import ArgumentParser
 from .diff_plot import plot_losses, run_curves
