@@ -23,9 +23,8 @@ from ..record.numerics import amp_record
 from ..record.run_record import diff_records, flatten_config
 from ..run.enable import HOOK_NAMES
 from ..run.layout import Layout
-from .baseline_fixes import key_fix, layout_fix
-from .diff_fixes import initial_fix
-from .diff_verdict import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings
+from .causes import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings
+from .fixes import initial_fix, key_fix, layout_fix
 
 if TYPE_CHECKING:
     from ..run.settings import RunSettings
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
 KINDS = ('initial weights', 'config', 'data', 'code', 'library versions', 'CPU/GPU numerics',
          'layout')
 BLOCKING = ('initial weights', 'config', 'data')
-#: The cause each of :mod:`~mmrepro.checks.diff_verdict`'s causes is reported as.
+#: The cause each of :mod:`~mmrepro.checks.causes`' causes is reported as.
 _KIND_OF = {
     'the data files (fingerprint)': 'data',
     'the decoded images (decode canary)': 'data',
@@ -71,7 +70,7 @@ class Obstacle:
         kind: One of :data:`KINDS`.
         text: What differs, e.g. ``devices.torch_threads: 2 vs 1``.
         fix: The setting or command that removes it
-            (:mod:`~mmrepro.checks.baseline_fixes`).
+            (:func:`~mmrepro.checks.fixes.key_fix`).
     """
 
     kind: str

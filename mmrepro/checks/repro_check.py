@@ -29,7 +29,8 @@ from ..record.run_record import diff_records, load_run_record
 from ..trace import TRACE_NAME, compare_traces, describe_diff, read_trace
 from ..trace.compare import TraceDiff
 from . import runs
-from .diff_verdict import unkeyed_generators
+from .causes import unkeyed_generators
+from .fixes import DRAW_GLOBAL
 from .nondeterminism import report_nondeterminism
 from .real_runs import Cause, cause_lines, real_run_causes
 from .runs import (
@@ -245,8 +246,8 @@ def divergence_step(run: Run, diff: TraceDiff, lines: List[str], options: CheckO
     source = _SOURCES.get(run.name.rstrip('0123456789'), _SOURCES['run_b'])
     if diff.data_iteration is not None:
         return (f'next: {run.name}: the samples differ from iteration {diff.data_iteration}: '
-                f'the data order or augmentation depends on {source}; draw from np.random, '
-                f"random or torch's default generator (mmrepro keys them); {compare}")
+                f'the data order or augmentation depends on {source}; {DRAW_GLOBAL} '
+                f'(mmrepro keys them); {compare}')
     first = [line.split('first difference: ', 1)[1] for line in lines
              if 'first difference: ' in line]
     where = first[0] if first else f'iteration {diff.iteration}'
@@ -321,10 +322,9 @@ def _generator_lines(result: CheckResult) -> List[str]:
     unkeyed = unkeyed_generators(record)
     if unkeyed:
         lines.append(f'  not keyed: {", ".join(unkeyed)}: their draws change on reruns, '
-                     "with num_workers and after resume; draw from np.random, random or "
-                     "torch's default generator instead")
+                     f'with num_workers and after resume; {DRAW_GLOBAL} instead')
         result.failed.append('the train pipeline owns generator(s) mmrepro does not key '
                              f'({", ".join(unkeyed)})')
-        result.next_steps.append(f'next: make {", ".join(unkeyed)} draw from np.random, '
-                                 "random or torch's default generator (mmrepro keys them)")
+        result.next_steps.append(f'next: make {", ".join(unkeyed)} {DRAW_GLOBAL} (mmrepro '
+                                 'keys them)')
     return lines
