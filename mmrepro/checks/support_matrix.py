@@ -40,7 +40,7 @@ import torch
 
 from ..configs import CONFIG_ROOT
 from .epoch_resume import EpochResume, run_epoch_resume_check
-from .repro_check import CheckOptions, run_check
+from .check.run import CheckOptions, run_check
 from .run_data import SCALARS, read_scalars
 from .runs import Run, load_config, train
 

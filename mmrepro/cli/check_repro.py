@@ -20,9 +20,9 @@ import argparse
 import sys
 from typing import List, Optional
 
-from ..checks.against import AgainstOptions, run_against
-from ..checks.against_test import run_test_against
-from ..checks.repro_check import CheckOptions, run_check
+from ..checks.against.run import AgainstOptions, run_against
+from ..checks.against.retest import run_test_against
+from ..checks.check.run import CheckOptions, run_check
 from ..checks.run_data import is_test_run
 from ..checks.runs import DEFAULT_ITERS, PROG
 from ..record.bundle import BundleError

@@ -35,10 +35,10 @@ import json
 import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..checks.against_verdict import say_rounding
-from ..checks.diff_rounding import diff_rounding, envelope_band
+from ..checks.against.verdict import say_rounding
+from ..checks.diff.rounding import diff_rounding, envelope_band
 from ..checks.causes import sort_settings, unkeyed_generators
-from ..checks.diff_verdict import settings_verdict, verdict_lines
+from ..checks.diff.verdict import settings_verdict, verdict_lines
 from ..checks.envelope import Rounding
 from ..checks.eval_verdict import checkpoint_lines, compare_test_runs, validation_verdict
 from ..checks.evaluations import compare_evaluations, evaluation_lines

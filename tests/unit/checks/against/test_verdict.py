@@ -1,9 +1,9 @@
-"""mmrepro.checks.against_verdict: the verdict of a check against a baseline and its next
+"""mmrepro.checks.against.verdict: the verdict of a check against a baseline and its next
 steps, from step comparisons written by hand."""
 from __future__ import annotations
 
-from mmrepro.checks.against_verdict import fix_steps, judge, seed_obstacle
-from mmrepro.checks.predicted import Obstacle
+from mmrepro.checks.against.predicted import Obstacle
+from mmrepro.checks.against.verdict import fix_steps, judge, seed_obstacle
 from mmrepro.checks.real_runs import Cause
 from mmrepro.checks.run_data import RunData
 from mmrepro.trace.compare import TraceDiff

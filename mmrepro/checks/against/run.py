@@ -14,7 +14,7 @@ dir, copied into the check's work dir.
    (``resume_from``) to its next traced step; every step is traced.
 3. The traces are compared step by step (:func:`mmrepro.trace.compare.compare_steps`:
    samples, every micro-batch's losses, the applied gradients, the weights after the
-   step), and the verdict (:mod:`.against_verdict`) says the baseline is reproduced
+   step), and the verdict (:mod:`.verdict`) says the baseline is reproduced
    bit for bit through iteration ``k`` (status 0), or where the data or the numerics
    part and why (status 1), followed by the next step for each cause.
 """
@@ -28,17 +28,17 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..data.global_stream import global_batch_fix
-from ..record.initial_weights import initial_differences
-from ..record.run_record import RECORD_NAME, RunRecordError, load_run_record
-from ..resume.checkpoint_io import peek
-from ..resume.preflight import build_offline
-from ..run.config import ConfigError
-from ..run.layout import Layout
-from ..trace import TRACE_NAME, read_trace
-from ..trace.compare import compare_steps, step_lines
-from .against_runs import Span, train_span
-from .against_verdict import (
+from ...data.global_stream import global_batch_fix
+from ...record.initial_weights import initial_differences
+from ...record.run_record import RECORD_NAME, RunRecordError, load_run_record
+from ...resume.checkpoint_io import peek
+from ...resume.preflight import build_offline
+from ...run.config import ConfigError
+from ...run.layout import Layout
+from ...trace import TRACE_NAME, read_trace
+from ...trace.compare import compare_steps, step_lines
+from .span import Span, train_span
+from .verdict import (
     NUMERICS,
     fix_steps,
     judge,
@@ -46,7 +46,7 @@ from .against_verdict import (
     say_rounding,
     seed_obstacle,
 )
-from .envelope import Rounding, judge_rounding
+from ..envelope import Rounding, judge_rounding
 from .predicted import (
     INITIAL_FIX,
     Obstacle,
@@ -56,9 +56,9 @@ from .predicted import (
     predicted_record,
     rank_averaging_module,
 )
-from .real_runs import Cause, cause_lines, real_run_causes
-from .run_data import RunData, load_run
-from .runs import (
+from ..real_runs import Cause, cause_lines, real_run_causes
+from ..run_data import RunData, load_run
+from ..runs import (
     DEFAULT_ITERS,
     IN_PROCESS_LOCK,
     PROG,

@@ -1,17 +1,17 @@
 """``mmrepro-diff``'s verdict: a data difference or a numeric one, and what explains it.
 
-The run records' differences that can change training (:func:`.causes.sort_settings`)
-are sorted into data causes and numeric causes (:mod:`.causes`). Where the samples are
+The run records' differences that can change training (:func:`..causes.sort_settings`)
+are sorted into data causes and numeric causes (:mod:`..causes`). Where the samples are
 the same, a different process layout (ranks, per-rank batch, accumulation: the same
 global batch) comes first: each rank computes its loss over fewer images; weights that
 differ before the first step come before anything else. Each cause comes with what
-removes it (:func:`.fixes.next_steps`).
+removes it (:func:`..fixes.next_steps`).
 """
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
-from .causes import (
+from ..causes import (
     CANARY_CAUSE,
     DATA_CAUSES,
     INITIAL_CAUSE,
@@ -19,7 +19,7 @@ from .causes import (
     causes,
     numeric_table,
 )
-from .fixes import DRAW_GLOBAL, next_steps
+from ..fixes import DRAW_GLOBAL, next_steps
 
 __all__ = ['settings_verdict', 'verdict_lines']
 
@@ -62,7 +62,7 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
 
     Args:
         diffs: The run records' differences that can change training
-            (:func:`.causes.sort_settings`).
+            (:func:`..causes.sort_settings`).
         diverged: Whether the traces (or logged losses) differ.
         first: The first diverging iteration, if known.
         data_iteration: The first traced iteration whose samples differ (None if none).
@@ -70,7 +70,7 @@ def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
         identical: How equal runs are called: ``bit-identical``, or ``identical
             through iteration k (...)`` where they cover different spans.
         unkeyed: Generators the pipeline owns that mmrepro does not key
-            (:func:`.causes.unkeyed_generators`): the cause of data that differ with nothing
+            (:func:`..causes.unkeyed_generators`): the cause of data that differ with nothing
             recorded differing.
         initial: How the weights the runs start from differ
             (:func:`mmrepro.record.initial_weights.initial_differences`): where the runs

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
 
-from ..trace.compare import TraceDiff, step_lines
-from .envelope import Rounding
+from ...trace.compare import TraceDiff, step_lines
+from ..envelope import Rounding
 from .predicted import Obstacle
-from .real_runs import Cause
-from .run_data import RunData
+from ..real_runs import Cause
+from ..run_data import RunData
 
 #: How a verdict of numbers that differ starts (the rounding envelope then judges it).
 NUMERICS = 'numerics differ'

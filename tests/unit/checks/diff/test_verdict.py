@@ -1,6 +1,6 @@
-"""mmrepro.checks.diff_verdict: a data or a numeric difference, its causes ranked, each
+"""mmrepro.checks.diff.verdict: a data or a numeric difference, its causes ranked, each
 with what removes it."""
-from mmrepro.checks.diff_verdict import settings_verdict, verdict_lines
+from mmrepro.checks.diff.verdict import settings_verdict, verdict_lines
 from mmrepro.record.run_record import MISSING
 
 EXPECTED_NO = '  bitwise equality expected: no, settings that change results differ'

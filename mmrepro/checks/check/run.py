@@ -1,6 +1,6 @@
 """Is this config reproducible here? Train it twice (and resumed, and with other workers).
 
-Each run is ``tools/train.py`` in a subprocess (:mod:`.runs`) on a generated child config
+Each run is ``tools/train.py`` in a subprocess (:mod:`..runs`) on a generated child config
 that inherits the given one and changes only what the check needs: the training loop is
 left as it is and :class:`~mmrepro.hooks.CheckReproStopHook` ends the process after
 ``iters`` iterations; validation is off, the logger writes every iteration (each is
@@ -13,7 +13,7 @@ another ``num_workers`` (``workers_check``).
 
 The runs are compared, and what real runs of the config would do that the check's did
 not (no seed, ``deterministic=False``, an operation a real run stops at:
-:mod:`.real_runs`) keeps the config from being called reproducible. Every cause comes
+:mod:`..real_runs`) keeps the config from being called reproducible. Every cause comes
 with a ``next:`` line saying what removes it. The work dir is the check's own (a
 previous check's is replaced, any other non-empty directory refused), and its
 checkpoints are deleted once compared, but the one a diverging resume run started from.
@@ -25,15 +25,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
-from ..record.run_record import diff_records, load_run_record
-from ..trace import TRACE_NAME, compare_traces, describe_diff, read_trace
-from ..trace.compare import TraceDiff
-from . import runs
-from .causes import unkeyed_generators
-from .fixes import DRAW_GLOBAL
+from ...record.run_record import diff_records, load_run_record
+from ...trace import TRACE_NAME, compare_traces, describe_diff, read_trace
+from ...trace.compare import TraceDiff
+from .. import runs
+from ..causes import unkeyed_generators
+from ..fixes import DRAW_GLOBAL
 from .nondeterminism import report_nondeterminism
-from .real_runs import Cause, cause_lines, real_run_causes
-from .runs import (
+from ..real_runs import Cause, cause_lines, real_run_causes
+from ..runs import (
     DEFAULT_ITERS,
     PROG,
     Run,
