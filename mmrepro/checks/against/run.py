@@ -38,15 +38,8 @@ from ...run.layout import Layout
 from ...trace import TRACE_NAME, read_trace
 from ...trace.compare import compare_steps, step_lines
 from .span import Span, train_span
-from .verdict import (
-    NUMERICS,
-    fix_steps,
-    judge,
-    rounding_verdict,
-    say_rounding,
-    seed_obstacle,
-)
-from ..envelope import Rounding, judge_rounding
+from .verdict import NUMERICS, fix_steps, judge, rounding_verdict, seed_obstacle
+from ..envelope import Rounding, judge_rounding, say_rounding
 from .predicted import (
     INITIAL_FIX,
     Obstacle,

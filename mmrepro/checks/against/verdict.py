@@ -11,7 +11,7 @@ with ``next:`` lines: each cause's fix, or what to run.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from ...trace.compare import TraceDiff, step_lines
 from ..envelope import Rounding
@@ -122,16 +122,6 @@ def _verdict(diff: TraceDiff, baseline: RunData, name: str,
     module = where.rsplit('.', 1)[0] if section != 'losses' else where
     return 1, (f'{NUMERICS} from iteration {at(diff.iteration)}: first module '
                f'{module} ({what} of {where}); recorded causes: {causes}')
-
-
-def say_rounding(rounding: Rounding, say: Callable[..., None],
-                 apart: str = 'to the baseline') -> None:
-    """The envelope's evidence: the runs' distance over the envelope, per step."""
-    if rounding.table:
-        say(f'distance {apart} / the rounding envelope, per traced step (equivalent within '
-            'rounding up to 1x):')
-        for line in rounding.table:
-            say(line)
 
 
 def rounding_verdict(verdict: str, rounding: Rounding, bitwise: bool) -> Tuple[int, str]:

@@ -1,16 +1,23 @@
-"""``mmrepro-diff``'s verdict: a data difference or a numeric one, and what explains it.
+"""``mmrepro-diff``'s verdict on two runs, and its exit status.
 
-The run records' differences that can change training (:func:`..causes.sort_settings`)
-are sorted into data causes and numeric causes (:mod:`..causes`). Where the samples are
-the same, a different process layout (ranks, per-rank batch, accumulation: the same
-global batch) comes first: each rank computes its loss over fewer images; weights that
-differ before the first step come before anything else. Each cause comes with what
-removes it (:func:`..fixes.next_steps`).
+:func:`judge_runs` judges everything two runs were compared on (:mod:`..evidence`):
+identical (through the span both cover), different, or nothing to compare; training that
+agrees with validations that differ (:func:`..eval_verdict.validation_verdict`). Where
+they differ, :func:`verdict_lines` says whether the data or the numbers do, and what
+explains it: the run records' differences that can change training
+(:func:`..causes.sort_settings`), sorted into data causes and numeric causes
+(:mod:`..causes`). Where the samples are the same, a different process layout (ranks,
+per-rank batch, accumulation: the same global batch) comes first: each rank computes its
+loss over fewer images; weights that differ before the first step come before anything
+else. Each cause comes with what removes it (:func:`..fixes.next_steps`). Where only the
+numbers differ, the rounding envelope judges them (:func:`with_rounding`).
 """
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
+from ...record.initial_weights import initial_differences
+from ...trace import TraceDiff
 from ..causes import (
     CANARY_CAUSE,
     DATA_CAUSES,
@@ -18,14 +25,105 @@ from ..causes import (
     LAYOUT_CAUSE,
     causes,
     numeric_table,
+    unkeyed_generators,
 )
+from ..envelope import Rounding
+from ..eval_verdict import validation_verdict
+from ..evaluations import EvaluationDiff
+from ..evidence import Comparison
 from ..fixes import DRAW_GLOBAL, next_steps
+from ..run_data import RunData
 
-__all__ = ['settings_verdict', 'verdict_lines']
+__all__ = ['DIFFERENT', 'IDENTICAL', 'INCONCLUSIVE', 'SETTINGS_DIFFER', 'judge_runs',
+           'numeric', 'settings_verdict', 'verdict_lines', 'with_rounding']
 
+#: Identical in everything compared; no setting that can change training differs.
+IDENTICAL = 0
+#: The outcomes differ, or nothing compared and settings that change training differ.
+DIFFERENT = 1
+#: Nothing both runs hold could be compared.
+INCONCLUSIVE = 3
+#: Identical in everything compared, although settings that can change training differ.
+SETTINGS_DIFFER = 4
 Diff = Tuple[str, Any, Any]
 #: The check that finds where a config's data stream stops being reproducible.
 CHECK_DATA = "mmrepro-check CONFIG --workers-check 2 --resume-check, on the run's config"
+
+
+def judge_runs(a: RunData, b: RunData, differences: List[Diff], result: Comparison,
+               evaluations: EvaluationDiff) -> Tuple[List[str], int]:
+    """The verdict lines and the exit status (:data:`IDENTICAL`, :data:`DIFFERENT`,
+    :data:`INCONCLUSIVE` or :data:`SETTINGS_DIFFER`) of two finished runs.
+
+    Judges everything both runs hold (logged losses, traced iterations, weights,
+    validations) over the span both cover; ``mmrepro-check --against`` judges other
+    evidence, a fresh run's traced optimizer steps against a baseline's
+    (:func:`mmrepro.checks.against.verdict.judge_steps`).
+
+    Args:
+        a: Run A.
+        b: Run B.
+        differences: The run records' differences that can change training.
+        result: What the runs were compared on (:func:`..evidence.compare_evidence`).
+        evaluations: Their validations compared.
+    """
+    lines, status = _judge(a, b, differences, result)
+    if status != DIFFERENT and evaluations.first is not None:
+        same = bool(result.weights) and result.weights_first is None
+        sizes = tuple((run.record or {}).get('world_size') for run in (a, b))
+        return [*lines[:1], *validation_verdict(evaluations, same, sizes)], DIFFERENT
+    return lines, status
+
+
+def _judge(a: RunData, b: RunData, differences: List[Diff],
+           result: Comparison) -> Tuple[List[str], int]:
+    """:func:`judge_runs` on what was compared but the validations."""
+    compared = [f'compared: {result.compared()}']
+    trace = result.trace
+    data_traced = bool(trace is not None and trace.data_checked)
+    alike = SETTINGS_DIFFER if differences else IDENTICAL
+    if result.checkpoints is not None and len(set(result.checkpoints)) > 1:
+        at_a, at_b = result.checkpoints
+        same = result.weights_first is None
+        return compared + [
+            f"verdict: {'the same' if same else 'different'} weights, from different "
+            f'points of training (A at iteration {at_a}, B at iteration {at_b})',
+            '  next: compare two checkpoints of the same iteration, or the two work dirs '
+            '(they compare at every checkpoint both hold)'], alike if same else DIFFERENT
+    if result.differs:
+        return compared + verdict_lines(
+            differences, True, result.first, trace.data_iteration if trace else None,
+            data_traced, unkeyed=unkeyed_generators(a.record, b.record),
+            initial=initial_differences(a.record, b.record)), DIFFERENT
+    if not result.anything and differences:
+        return compared + settings_verdict(differences), DIFFERENT
+    if not result.anything:
+        return compared + [
+            'verdict: inconclusive: the runs hold nothing in common to compare (no common '
+            'logged or traced iteration, no common checkpoint or recorded weights digest)',
+            '  next: compare runs that share an iteration: keep the trace '
+            '(ReproducibilityHook trace_interval > 0), the scalars log or a checkpoint of '
+            'the same iteration in both'], INCONCLUSIVE
+    span = result.span()
+    return compared + verdict_lines(
+        differences, False, None, None, data_traced,
+        identical=f'identical {span}' if span else 'bit-identical'), alike
+
+
+def numeric(a: RunData, b: RunData, diff: Optional[TraceDiff]) -> bool:
+    """Whether the traces differ in their numbers alone: a traced step differs, the
+    samples and the initial weights do not."""
+    return (diff is not None and bool(diff.common) and not diff.identical
+            and diff.data_iteration is None and not initial_differences(a.record, b.record))
+
+
+def with_rounding(verdict: List[str], rounding: Rounding,
+                  bitwise: bool) -> Tuple[List[str], int]:
+    """The verdict lines with the rounding-or-real verdict, and the exit status."""
+    at = next(i for i, line in enumerate(verdict) if line.startswith('verdict: '))
+    lines = list(verdict)
+    lines[at] += f'; {rounding.clause(bitwise)}'
+    return lines, IDENTICAL if rounding.passes(bitwise) else DIFFERENT
 
 
 def _listing(found: List[Tuple[str, List[str]]]) -> str:
