@@ -38,7 +38,7 @@ from ...run.layout import Layout
 from ...trace import TRACE_NAME, read_trace
 from ...trace.compare import compare_steps, step_lines
 from .span import Span, train_span
-from .verdict import NUMERICS, fix_steps, judge, rounding_verdict, seed_obstacle
+from .verdict import NUMERICS, fix_steps, judge_steps, rounding_verdict, seed_obstacle
 from ..envelope import Rounding, judge_rounding, say_rounding
 from .predicted import (
     INITIAL_FIX,
@@ -230,7 +230,7 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
     base_lines = [line for line in baseline.trace[1] if line.get('iter') == 1
                   or line.get('step') in wanted]
     diff = compare_steps(base_lines, [line for line in lines if line.get('step') in wanted])
-    result.status, result.verdict, result.next_steps = judge(
+    result.status, result.verdict, result.next_steps = judge_steps(
         diff, baseline, options.baseline, result.obstacles, result.causes,
         base_seed if seed is None else None,
         options.config or osp.join(work_dir, BASELINE_CONFIG))

@@ -1,6 +1,6 @@
 """The verdict of ``mmrepro-check --against``, and the next step for each cause.
 
-:func:`judge` turns the step-by-step comparison of the check's run with the baseline
+:func:`judge_steps` turns the step-by-step comparison of the check's run with the baseline
 (:func:`mmrepro.trace.compare.compare_steps`) into the exit status and the one-line
 verdict: reproduced bit for bit through iteration ``k`` (status 0), the data or the
 numerics differ (status 1, with the recorded causes), or nothing to compare (status 3).
@@ -36,10 +36,15 @@ def fix_steps(found: List[Obstacle]) -> List[str]:
     return [f'next: {fix}' for fix in dict.fromkeys(o.fix for o in found if o.fix)]
 
 
-def judge(diff: TraceDiff, baseline: RunData, name: str, found: List[Obstacle],
-          causes: List[Cause], pinned_seed: Optional[Any],
-          config: str) -> Tuple[int, str, List[str]]:
+def judge_steps(diff: TraceDiff, baseline: RunData, name: str, found: List[Obstacle],
+                causes: List[Cause], pinned_seed: Optional[Any],
+                config: str) -> Tuple[int, str, List[str]]:
     """``(status, verdict line, next: lines)`` of a step comparison.
+
+    Judges the check's fresh run, step by step, against the baseline's traced optimizer
+    steps (samples, losses, gradients, weights), knowing what differed before training;
+    ``mmrepro-diff`` judges other evidence, everything two finished runs hold
+    (:func:`mmrepro.checks.diff.verdict.judge_runs`).
 
     Args:
         diff: The comparison of the traced optimizer steps.

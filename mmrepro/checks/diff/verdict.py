@@ -67,7 +67,7 @@ def judge_runs(a: RunData, b: RunData, differences: List[Diff], result: Comparis
         result: What the runs were compared on (:func:`..evidence.compare_evidence`).
         evaluations: Their validations compared.
     """
-    lines, status = _judge(a, b, differences, result)
+    lines, status = _judge_training(a, b, differences, result)
     if status != DIFFERENT and evaluations.first is not None:
         same = bool(result.weights) and result.weights_first is None
         sizes = tuple((run.record or {}).get('world_size') for run in (a, b))
@@ -75,9 +75,9 @@ def judge_runs(a: RunData, b: RunData, differences: List[Diff], result: Comparis
     return lines, status
 
 
-def _judge(a: RunData, b: RunData, differences: List[Diff],
-           result: Comparison) -> Tuple[List[str], int]:
-    """:func:`judge_runs` on what was compared but the validations."""
+def _judge_training(a: RunData, b: RunData, differences: List[Diff],
+                    result: Comparison) -> Tuple[List[str], int]:
+    """:func:`judge_runs` on what training left (all but the validations)."""
     compared = [f'compared: {result.compared()}']
     trace = result.trace
     data_traced = bool(trace is not None and trace.data_checked)
