@@ -31,7 +31,8 @@ from .exit_codes import epilog
 
 __all__ = ['BAD_INPUT', 'DIFFERENT', 'IDENTICAL', 'INCONCLUSIVE', 'SETTINGS_DIFFER', 'main']
 
-PROG = 'repro_diff'
+#: The console script users type, in its errors.
+PROG = 'mmrepro-diff'
 #: Bad arguments, or a run that cannot be read (one ``error:`` line).
 BAD_INPUT = 2
 
@@ -41,7 +42,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = ArgumentParser(
         prog=PROG, description='Compare two training runs: run records, logged losses, '
         'traces, weights digests; the first diverging iteration and module, the recorded '
-        'causes and what removes each; loss curves.', epilog=epilog(PROG))
+        'causes and what removes each; loss curves.', epilog=epilog('repro_diff'))
     parser.add_argument('run_a', help='work dir, log dir, run_record.json, checkpoint or '
                         'bundle (.tar.gz)')
     parser.add_argument('run_b', help='work dir, log dir, run_record.json, checkpoint or '
