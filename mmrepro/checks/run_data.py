@@ -1,4 +1,4 @@
-"""One run as ``repro_diff`` reads it: record, trace, logged losses and weights.
+"""One run as ``mmrepro-diff`` reads it: record, trace, logged losses and weights.
 
 A run is given as a work dir (every log dir of a run stopped and resumed is joined), a
 log dir, a ``run_record.json``, a checkpoint file, or a baseline bundle

@@ -1,12 +1,12 @@
 """``mmrepro-check`` (``tools/check_repro.py``): is this config reproducible here?
 
 Without ``--against``, trains a config twice for a few iterations and compares traces
-(:mod:`mmrepro.checks.repro_check`), optionally resumed and with other workers. With
+(:mod:`mmrepro.checks.check`), optionally resumed and with other workers. With
 ``--against BASELINE``, checks that this machine reproduces a team's baseline
 (:mod:`mmrepro.checks.against`): before training, then through the baseline's first
 traced optimizer steps, or from one of its checkpoints (``--from``); without CONFIG it
 trains the baseline's own config. A baseline that is a test run (``mmrepro-test``) is
-checked by testing ``--from CHECKPOINT`` here (:mod:`mmrepro.checks.against_test`).
+checked by testing ``--from CHECKPOINT`` here (:mod:`mmrepro.checks.against.retest`).
 
 Exit status: 0 every comparison bit-identical and real runs of the config reproducible
 (the baseline reproduced), 1 a run diverged or real runs of the config would not be
