@@ -40,8 +40,8 @@ import torch
 
 from ..configs import CONFIG_ROOT
 from ..resume.checkpoint_io import safe_load
-from .epoch_resume import EpochResume, run_epoch_resume_check
 from .check.run import CheckOptions, run_check
+from .epoch_resume import EpochResume, run_epoch_resume_check
 from .run_data import SCALARS, read_scalars
 from .runs import Run, load_config, train
 

@@ -20,8 +20,8 @@ import argparse
 import sys
 from typing import List, Optional
 
-from ..checks.against.run import AgainstOptions, run_against
 from ..checks.against.retest import run_test_against
+from ..checks.against.run import AgainstOptions, run_against
 from ..checks.check.run import CheckOptions, run_check
 from ..checks.run_data import is_test_run
 from ..checks.runs import DEFAULT_ITERS, PROG

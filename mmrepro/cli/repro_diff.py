@@ -16,10 +16,10 @@ import argparse
 import sys
 from typing import Any, List, Optional, Tuple
 
+from ..checks.diff.report import source_lines
 from ..checks.diff.rounding import envelope_band
 from ..checks.diff.run import diff_runs, diff_test_runs, load_pair
 from ..checks.diff.verdict import DIFFERENT, IDENTICAL, INCONCLUSIVE, SETTINGS_DIFFER
-from ..checks.diff.report import source_lines
 from ..checks.run_data import SCALARS, RunData
 from ..record.bundle import BundleError
 from ..record.run_record import RunRecordError

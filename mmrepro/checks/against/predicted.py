@@ -8,10 +8,10 @@ config here would hold (config, data fingerprint, versions, CPU/GPU numerics, la
 from __future__ import annotations
 
 import ast
-import os
-from dataclasses import dataclass
 import inspect
+import os
 import sys
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from ...data.global_stream import accumulative_counts

@@ -37,18 +37,7 @@ from ...run.config import ConfigError
 from ...run.layout import Layout
 from ...trace import TRACE_NAME, read_trace
 from ...trace.compare import compare_steps, step_lines
-from .span import Span, train_span
-from .verdict import NUMERICS, fix_steps, judge_steps, rounding_verdict, seed_obstacle
 from ..envelope import Rounding, judge_rounding, say_rounding
-from .predicted import (
-    INITIAL_FIX,
-    Obstacle,
-    layout_of_record,
-    obstacles,
-    predicted_layout,
-    predicted_record,
-    rank_averaging_module,
-)
 from ..real_runs import Cause, cause_lines, real_run_causes
 from ..run_data import RunData, load_run
 from ..runs import (
@@ -60,6 +49,17 @@ from ..runs import (
     prepare_work_dir,
     previous_check,
 )
+from .predicted import (
+    INITIAL_FIX,
+    Obstacle,
+    layout_of_record,
+    obstacles,
+    predicted_layout,
+    predicted_record,
+    rank_averaging_module,
+)
+from .span import Span, train_span
+from .verdict import NUMERICS, fix_steps, judge_steps, rounding_verdict, seed_obstacle
 
 #: Where a check without CONFIG keeps the baseline's config dump it trains.
 BASELINE_CONFIG = 'baseline_config.py'

@@ -15,9 +15,9 @@ from typing import Any, List, Optional, Tuple
 
 from ...trace.compare import TraceDiff, step_lines
 from ..envelope import Rounding
-from .predicted import Obstacle
 from ..real_runs import Cause
 from ..run_data import RunData
+from .predicted import Obstacle
 
 #: How a verdict of numbers that differ starts (the rounding envelope then judges it).
 NUMERICS = 'numerics differ'

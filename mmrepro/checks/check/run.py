@@ -29,8 +29,6 @@ from ...record.run_record import diff_records, load_run_record
 from ...trace import TRACE_NAME, compare_traces, describe_diff, read_trace
 from .. import runs
 from ..real_runs import cause_lines, real_run_causes
-from .nondeterminism import report_nondeterminism
-from .verdict import CheckResult, divergence_step, generator_lines, say_result
 from ..runs import (
     DEFAULT_ITERS,
     PROG,
@@ -45,6 +43,8 @@ from ..runs import (
     seed_of,
     train,
 )
+from .nondeterminism import report_nondeterminism
+from .verdict import CheckResult, divergence_step, generator_lines, say_result
 
 
 @dataclass
