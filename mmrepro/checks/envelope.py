@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..trace.fileformat import FORWARD_SKETCH, ROOT_NAME
 from ..trace.sketch import distance, size
@@ -343,3 +343,13 @@ def _furthest(base: StepDistance, envelope: StepDistance, modules: Mapping[str, 
             return (f'largest {kind} difference in {_module_text(top, modules)} '
                     f'({times(spread[top])} the envelope)')
     return 'no module named'
+
+
+def say_rounding(rounding: Rounding, say: Callable[..., None],
+                 apart: str = 'to the baseline') -> None:
+    """The envelope's evidence: the runs' distance over the envelope, per step."""
+    if rounding.table:
+        say(f'distance {apart} / the rounding envelope, per traced step (equivalent within '
+            'rounding up to 1x):')
+        for line in rounding.table:
+            say(line)

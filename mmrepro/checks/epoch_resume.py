@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
+from ..resume.checkpoint_io import safe_load
 from .runs import Run, literal, load_config, train
 
 #: What of a checkpoint is compared, and under which name.
@@ -134,7 +135,6 @@ def stop_config(cfg: Any, config: str, child: str, epochs: int, stop: int) -> st
 
 def checkpoint_digests(path: str) -> Dict[str, str]:
     """sha256 of each compared part of a checkpoint (tensors by their bytes)."""
-    from ..resume.checkpoint_io import safe_load
     checkpoint = safe_load(path)
     return {name: object_digest(checkpoint[key]) for key, name in PARTS if key in checkpoint}
 
@@ -223,7 +223,6 @@ def _run_mid_epoch_check(result: EpochResume, cfg: Any, config: str, work_dir: s
                      child: str, final: Any, reference: Dict[str, str],
                      cfg_options: Sequence[str], epochs: int, first: str) -> None:
     """Stop a run in the middle of the second epoch, resume it, compare its end."""
-    from ..resume.checkpoint_io import safe_load
     length = safe_load(osp.join(work_dir, 'full', first))['meta']['iter']  # one epoch
     stop = length + max(length // 2, 1)
     stopped = osp.join(work_dir, 'stop_config.py')

@@ -7,7 +7,7 @@ Three kinds of evidence, each compared wherever both runs hold it:
 - **traced iterations**: the trace's losses, sample, gradient and weight digests
   (:mod:`mmrepro.trace`);
 - **weights**: digests of the weights at every checkpoint both runs know
-  (:mod:`.weights_index`), the final weights among them.
+  (:mod:`mmrepro.record.weights_index`), the final weights among them.
 
 :class:`Comparison` says what was compared and the first iteration where anything
 differs. Runs are called identical only when every piece agrees, and only over the span
@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from ..record.weights_index import WeightsIndex, compare_weights
 from ..trace import TraceDiff
-from .weights_index import WeightsIndex, compare_weights
 
 Rows = Sequence[Mapping[str, Any]]
 

@@ -1,4 +1,4 @@
-"""One run as ``repro_diff`` reads it: record, trace, logged losses and weights.
+"""One run as ``mmrepro-diff`` reads it: record, trace, logged losses and weights.
 
 A run is given as a work dir (every log dir of a run stopped and resumed is joined), a
 log dir, a ``run_record.json``, a checkpoint file, or a baseline bundle
@@ -25,10 +25,10 @@ from ..record.run_record import (
     find_log_dir,
     load_run_record,
 )
+from ..record.weights_index import WeightsReadError, read_checkpoint
 from ..trace import TRACE_NAME, read_trace
 from .evaluations import Point, read_evaluations
 from .evidence import Evidence
-from .weights_index import WeightsReadError, read_checkpoint
 
 SCALARS = osp.join('vis_data', 'scalars.json')
 CHECKPOINT_SUFFIXES = ('.pth', '.pt', '.ckpt')

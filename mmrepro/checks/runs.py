@@ -35,8 +35,8 @@ from ..run.enable import HOOK_NAMES, enable_in_config
 IN_PROCESS_LOCK = threading.Lock()
 #: Seed used when the config has none (a seedless config never reruns identically).
 DEFAULT_SEED = 0
-#: The checks' program name, in their messages and errors.
-PROG = 'check_repro'
+#: The checks' program name (the console script users type), in their messages and errors.
+PROG = 'mmrepro-check'
 #: Iterations (optimizer steps, with ``--against``) a check trains by default: with
 #: ``--against``, the baseline's dense early trace points 1, 2, 4 and 8.
 DEFAULT_ITERS = 8
@@ -165,7 +165,7 @@ class Run:
 
 
 def load_config(path: str, options: List[str], world_size: Optional[int] = 1,
-                prog: str = 'check_repro') -> Any:
+                prog: str = PROG) -> Any:
     """The config at ``path`` with the ``--cfg-options`` strings ``options`` applied,
     checked for a training run on ``world_size`` ranks (``randomness``, and the global
     batch unless ``world_size`` is None).

@@ -39,8 +39,9 @@ from typing import Dict, Iterator, List, Optional, Sequence, TextIO
 import torch
 
 from ..configs import CONFIG_ROOT
+from ..resume.checkpoint_io import safe_load
+from .check.run import CheckOptions, run_check
 from .epoch_resume import EpochResume, run_epoch_resume_check
-from .repro_check import CheckOptions, run_check
 from .run_data import SCALARS, read_scalars
 from .runs import Run, load_config, train
 
@@ -114,7 +115,6 @@ def _speed_ratio(work_dir: str, deterministic_log: str) -> Optional[float]:
 
 def _final_weights_identical(work_dir: str, iters: int) -> bool:
     """Whether run_a's and run_b's last checkpoints hold the same ``state_dict`` bytes."""
-    from ..resume.checkpoint_io import safe_load
     states = [safe_load(osp.join(work_dir, run, f'iter_{iters}.pth'))['state_dict']
               for run in ('run_a', 'run_b')]
     return list(states[0]) == list(states[1]) and all(

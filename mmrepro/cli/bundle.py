@@ -10,8 +10,8 @@ import os.path as osp
 import sys
 from typing import List, Optional, Sized
 
-from ..checks.weights_index import WeightsReadError
 from ..record.bundle import BundleError, pack
+from ..record.weights_index import WeightsReadError
 from .config_args import ArgumentParser
 
 PROG = 'mmrepro-bundle'

@@ -1,12 +1,12 @@
 """``mmrepro-check`` (``tools/check_repro.py``): is this config reproducible here?
 
 Without ``--against``, trains a config twice for a few iterations and compares traces
-(:mod:`mmrepro.checks.repro_check`), optionally resumed and with other workers. With
+(:mod:`mmrepro.checks.check`), optionally resumed and with other workers. With
 ``--against BASELINE``, checks that this machine reproduces a team's baseline
 (:mod:`mmrepro.checks.against`): before training, then through the baseline's first
 traced optimizer steps, or from one of its checkpoints (``--from``); without CONFIG it
 trains the baseline's own config. A baseline that is a test run (``mmrepro-test``) is
-checked by testing ``--from CHECKPOINT`` here (:mod:`mmrepro.checks.against_test`).
+checked by testing ``--from CHECKPOINT`` here (:mod:`mmrepro.checks.against.retest`).
 
 Exit status: 0 every comparison bit-identical and real runs of the config reproducible
 (the baseline reproduced), 1 a run diverged or real runs of the config would not be
@@ -20,9 +20,9 @@ import argparse
 import sys
 from typing import List, Optional
 
-from ..checks.against import AgainstOptions, run_against
-from ..checks.against_test import run_test_against
-from ..checks.repro_check import CheckOptions, run_check
+from ..checks.against.retest import run_test_against
+from ..checks.against.run import AgainstOptions, run_against
+from ..checks.check.run import CheckOptions, run_check
 from ..checks.run_data import is_test_run
 from ..checks.runs import DEFAULT_ITERS, PROG
 from ..record.bundle import BundleError

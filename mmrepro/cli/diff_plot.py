@@ -1,4 +1,4 @@
-"""``repro_diff --plot``: both runs' losses at every logged iteration, the traced ones
+"""``mmrepro-diff --plot``: both runs' losses at every logged iteration, the traced ones
 marked, the first divergence and the verdict shown.
 
 Each run contributes two series: its logged loss at every iteration its scalars log

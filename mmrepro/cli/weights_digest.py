@@ -13,7 +13,7 @@ import os.path as osp
 import sys
 from typing import List, Optional
 
-from ..checks.weights_index import WeightsReadError, checkpoint_weights
+from ..record.weights_index import WeightsReadError, checkpoint_weights
 from ..resume.preflight import checkpoints_in
 from .config_args import ArgumentParser
 

@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Tuple
 from ..trace import TRACE_NAME
 from .evaluation import PREDICTIONS_NAME
 from .run_record import RECORD_NAME
+from .weights_index import WeightsReadError, checkpoint_weights
 
 #: ``format`` of ``bundle.json``.
 BUNDLE_FORMAT = 'mmrepro-bundle'
@@ -122,7 +123,6 @@ def pack(work_dir: str, out: str, weights: bool = False) -> Dict[str, Any]:
     Raises:
         BundleError: Nothing to bundle, ``out`` exists, or a checkpoint is unreadable.
     """
-    from ..checks.weights_index import WeightsReadError, checkpoint_weights
     check_out(out)
     work_dir, log_dirs = run_dirs(work_dir)
     members = _members(work_dir, log_dirs)

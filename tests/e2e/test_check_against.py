@@ -57,7 +57,7 @@ def test_a_bundle_alone_is_checked_with_its_own_config(runs, tmp_path, capsys):
     assert code == 0, out
     lines = out.splitlines()
     assert lines[:5] == [
-        f"check_repro: the baseline's config ({log_dir}/vis_data/config.py) against {baseline} "
+        f"mmrepro-check: the baseline's config ({log_dir}/vis_data/config.py) against {baseline} "
         '(seed 0, 1 rank(s) x batch_size 2 x accumulative_counts 1 = global batch 2)',
         '  this run: 1 rank(s) x batch_size 2 x accumulative_counts 1 = global batch 2',
         'before training: nothing recorded differs from the baseline (initial weights, config, '
@@ -231,7 +231,7 @@ def test_a_baseline_traced_before_step_records_is_one_error_line(runs, tmp_path,
                                     if not k.startswith('step')}) + '\n')
     code, out, err = _check(capsys, _base_config(runs), '--against', old)
     assert code == 2 and out == ''
-    assert err == (f"check_repro: error: --against {old!r}: the baseline's trace has no "
+    assert err == (f"mmrepro-check: error: --against {old!r}: the baseline's trace has no "
                    'optimizer-step records (written by an earlier mmrepro release); train '
                    'the baseline with this release, or compare two runs with mmrepro-diff\n')
 
@@ -248,4 +248,4 @@ def test_bad_arguments_are_one_error_line(argv, message, capsys, tmp_path, monke
     config.write_text('model = dict()\n')
     code, out, err = _check(capsys, str(config), *argv)
     assert code == 2 and out == ''
-    assert err.startswith('check_repro: error: ') and message in err and err.count('\n') == 1
+    assert err.startswith('mmrepro-check: error: ') and message in err and err.count('\n') == 1

@@ -98,7 +98,7 @@ def test_a_seedless_config_is_not_reproducible_though_its_runs_agree(data_root, 
     assert proc.returncode == 1, out + proc.stderr[-3000:]
     lines = out.splitlines()
     assert lines[:3] == [
-        f'check_repro: {config}: 2 iteration(s) per run, traced at every iteration; seed 0 '
+        f'mmrepro-check: {config}: 2 iteration(s) per run, traced at every iteration; seed 0 '
         '(the config has none: the check pins it), deterministic=True',
         f"  replacing {work}: a previous check's runs (name another --work-dir to keep them)",
         f'  work dir: {work} (child config {work}/check_repro_config.py)']

@@ -134,14 +134,14 @@ CASES = {
                              "train.py: error: argument --seed: --seed must be an integer in "
                              "[0, 2**32 - 1], got 'abc'"),
     'check-key-without-value': (CHECK, [*W, DEMO, '--cfg-options', 'randomness.seed'],
-                                'check_repro: error: ' + NO_KEY_VALUE),
-    'check-syntax-error': (CHECK, [*W, '{bad}'], 'check_repro: error: ' + SYNTAX),
-    'check-missing-config': (CHECK, [*W, '{missing}'], 'check_repro: error: ' + MISSING),
+                                'mmrepro-check: error: ' + NO_KEY_VALUE),
+    'check-syntax-error': (CHECK, [*W, '{bad}'], 'mmrepro-check: error: ' + SYNTAX),
+    'check-missing-config': (CHECK, [*W, '{missing}'], 'mmrepro-check: error: ' + MISSING),
     'check-global-batch': (CHECK, [*W, DEMO, '--cfg-options', 'randomness.global_batch=4'],
-                           'check_repro: error: ' + _global_batch(4, 1, 4)),
+                           'mmrepro-check: error: ' + _global_batch(4, 1, 4)),
     'check-global-batch-2-ranks': (
         CHECK, [*W, DEMO, '--launcher', 'pytorch', '--nproc', '2', '--cfg-options',
-                'randomness.global_batch=2'], 'check_repro: error: ' + _global_batch(2, 2, 1)),
+                'randomness.global_batch=2'], 'mmrepro-check: error: ' + _global_batch(2, 2, 1)),
     'matrix-key-without-value': (MATRIX, ['--families', 'fcos', '--cfg-options',
                                           'randomness.seed'],
                                  'support_matrix: error: ' + NO_KEY_VALUE),
@@ -178,11 +178,11 @@ CASES = {
         'dist_test.sh: error: expected CONFIG CHECKPOINT NPROC [tools/test.py args], got 2 '
         'argument(s); e.g. bash tools/dist_test.sh configs/my_config.py epoch_12.pth 2'),
     'diff-missing-run': (DIFF, ['{missing}', '{missing}'],
-                         'repro_diff: error: {missing}: no such file or directory'),
+                         'mmrepro-diff: error: {missing}: no such file or directory'),
     'diff-one-run': (DIFF, ['{missing}'],
-                     'repro_diff: error: the following arguments are required: run_b'),
+                     'mmrepro-diff: error: the following arguments are required: run_b'),
     'diff-missing-checkpoint': (DIFF, ['{missing}.pth', '{missing}.pth'],
-                                'repro_diff: error: {missing}.pth: no such file; expected a '
+                                'mmrepro-diff: error: {missing}.pth: no such file; expected a '
                                 'checkpoint file (.pth)'),
     'digest-missing-checkpoint': (DIGEST, ['{missing}.pth'],
                                   'mmrepro-digest: error: {missing}.pth: no such file; '

@@ -1,6 +1,6 @@
 """mmrepro.checks.evidence: what two runs were compared on, and over which span."""
 from mmrepro.checks.evidence import Evidence, compare_evidence, weights_lines
-from mmrepro.checks.weights_index import WeightsIndex
+from mmrepro.record.weights_index import WeightsIndex
 
 
 def _run(label, iters, losses=None, weights=None, final=None):

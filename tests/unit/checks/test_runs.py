@@ -95,8 +95,8 @@ def test_load_config_needs_a_training_config(tmp_path):
     path.write_text("model = dict(type='M')\ntrain_dataloader = dict(batch_size=2)\n")
     with pytest.raises(ConfigError) as info:
         load_config(str(path), [])
-    assert str(info.value) == (f'config {str(path)!r} has no optim_wrapper; check_repro needs '
-                               'a training config')
+    assert str(info.value) == (f'config {str(path)!r} has no optim_wrapper; mmrepro-check '
+                               'needs a training config')
     path.write_text(path.read_text() + "optim_wrapper = dict(optimizer=dict(type='SGD'))\n")
     cfg = load_config(str(path), ['train_dataloader.batch_size=4'])
     assert cfg.train_dataloader.batch_size == 4

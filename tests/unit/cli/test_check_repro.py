@@ -12,7 +12,7 @@ from mmrepro.cli.check_repro import main
      '--resume-check resumes in the middle of the run, so it needs --iters >= 2, got 1'),
     (['{cfg}', '--workers-check', '-1'], '--workers-check must be >= 0, got -1'),
     (['{cfg}', '--cfg-options', 'lr'], "--cfg-options expects KEY=VALUE pairs, got 'lr'"),
-    (['{empty}'], "has no model; check_repro needs a training config"),
+    (['{empty}'], "has no model; mmrepro-check needs a training config"),
     (['{cfg}', '--cfg-options', 'randomness.seed=-5'],
      'randomness.seed must be in [0, 4294967295] (2**32 - 1), got -5'),
 ])
@@ -23,7 +23,7 @@ def test_bad_arguments_are_exit_2_with_a_message(tmp_path, capsys, args, message
     argv = [a.format(cfg=cfg, empty=empty) for a in args]
     assert main(argv + ['--work-dir', str(tmp_path / 'check')]) == 2
     err = capsys.readouterr().err
-    assert err.startswith('check_repro: error: ') and message in err
+    assert err.startswith('mmrepro-check: error: ') and message in err
 
 
 def test_malformed_command_line_is_exit_2():

@@ -40,7 +40,7 @@ def test_bad_launch_config_or_work_dir_is_one_error_line(argv, message, tmp_path
     before = sorted(os.listdir(tmp_path))
     code, out, err = run_main(main, capsys, *[a.format(**names) for a in argv])
     assert (code, out) == (2, '')
-    assert err == f'check_repro: error: {message.format(**names)}\n'
+    assert err == f'mmrepro-check: error: {message.format(**names)}\n'
     assert sorted(os.listdir(tmp_path)) == before  # no work_dirs/, nothing written
     assert os.listdir(foreign) == ['epoch_1.pth']
 

@@ -92,7 +92,7 @@ LAST_LINE = {
     1: "  next: mmrepro-check CONFIG --iters 2, on the run's config: it trains it twice and "
        'names the first module whose output, gradient or weight differs, and the '
        'nondeterministic operations met',
-    2: 'repro_diff: error: {b}: not valid JSON',
+    2: 'mmrepro-diff: error: {b}: not valid JSON',
     3: '  next: compare runs that share an iteration: keep the trace (ReproducibilityHook '
        'trace_interval > 0), the scalars log or a checkpoint of the same iteration in both',
     4: "  next: the config: train B with A's values: --cfg-options train_cfg.max_iters=2",

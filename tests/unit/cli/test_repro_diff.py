@@ -32,7 +32,7 @@ def test_corrupted_record_is_exit_2_naming_the_file(tmp_path, capsys):
     b = _fake_run(tmp_path / 'b', [1.0], record='{"seed": 0, "world_size": 1, "vers')
     code, _, err = _diff(capsys, a, b)
     assert code == 2
-    assert err.startswith('repro_diff: error: ')
+    assert err.startswith('mmrepro-diff: error: ')
     assert 'b/20260101_000000/run_record.json: not valid JSON' in err
 
 
@@ -179,6 +179,6 @@ def test_plot_of_a_run_without_losses_is_refused_before_anything_is_printed(tmp_
     out_png = tmp_path / 'p.png'
     code, out, err = _diff(capsys, a, b, '--plot', str(out_png))
     assert code == 2 and out == '' and not out_png.exists()
-    assert err == (f'repro_diff: error: --plot {out_png}: {b} holds no loss values (no trace '
+    assert err == (f'mmrepro-diff: error: --plot {out_png}: {b} holds no loss values (no trace '
                    'and no vis_data/scalars.json); plot runs that log or trace their losses, '
                    'or leave --plot out\n')

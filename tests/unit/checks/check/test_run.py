@@ -1,7 +1,7 @@
-"""mmrepro.checks.repro_check: the config of each check run."""
+"""mmrepro.checks.check.run: the config of each check run."""
 from mmengine.config import Config
 
-from mmrepro.checks.repro_check import child_config
+from mmrepro.checks.check.run import child_config
 
 
 def test_child_config_traces_stops_and_keeps_the_users_hooks(tmp_path):

@@ -14,14 +14,14 @@ import os.path as osp
 import subprocess
 from typing import Callable, List
 
-from ..record.run_record import diff_records
-from ..record.weights import weights_digest
-from ..resume.checkpoint_io import safe_load
-from ..resume.preflight import check_checkpoint_file
-from .eval_verdict import checkpoint_lines, compare_test_runs
-from .evaluations import evaluation_lines
-from .run_data import RunData, load_run
-from .runs import CHECK_MARKERS, PROG, prepare_work_dir, tool_launch
+from ...record.run_record import diff_records
+from ...record.weights import weights_digest
+from ...resume.checkpoint_io import safe_load
+from ...resume.preflight import check_checkpoint_file
+from ..eval_verdict import checkpoint_lines, compare_test_runs
+from ..evaluations import evaluation_lines
+from ..run_data import RunData, load_run
+from ..runs import CHECK_MARKERS, PROG, prepare_work_dir, tool_launch
 
 #: Exit statuses (those of ``mmrepro-check``).
 REPRODUCED, DIFFERENT, INCONCLUSIVE = 0, 1, 3
@@ -53,7 +53,7 @@ def run_test_against(options, say: Callable[..., None] = print) -> int:
     """Check a test run here against the baseline test run; return the exit status.
 
     Args:
-        options: The check's :class:`~mmrepro.checks.against.AgainstOptions`
+        options: The check's :class:`~mmrepro.checks.against.run.AgainstOptions`
             (``resume_from`` is the checkpoint to test).
 
     Raises:

@@ -7,9 +7,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Tuple
 
-from ..run.layout import Layout
-from . import runs
-from .runs import Run, progress, train
+from ...run.layout import Layout
+from .. import runs
+from ..runs import Run, progress, train
 
 #: The child config of the rounding envelope's run.
 ENVELOPE_CONFIG = 'check_against_envelope.py'

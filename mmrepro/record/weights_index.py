@@ -13,8 +13,8 @@ import os.path as osp
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..record.weights import META_KEY, RECORD_KEY, WeightsError, section_names, weights_digest
 from ..resume.checkpoint_io import CheckpointLoadError, peek
+from .weights import META_KEY, RECORD_KEY, WeightsError, section_names, weights_digest
 
 
 class WeightsReadError(ValueError):

@@ -8,33 +8,33 @@ config here would hold (config, data fingerprint, versions, CPU/GPU numerics, la
 from __future__ import annotations
 
 import ast
+import inspect
 import os
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
-from ..data.global_stream import accumulative_counts
-from ..determinism.cpu import THREAD_ENV, environment
-from ..record.code_digest import import_digests
-from ..record.decoding import decoding_record
-from ..record.fingerprint import data_fingerprint
-from ..record.initial_weights import SECTION as INITIAL
-from ..record.initial_weights import changed_files, initial_files
-from ..record.numerics import amp_record
-from ..record.run_record import diff_records, flatten_config
-from ..run.enable import HOOK_NAMES
-from ..run.layout import Layout
-from .baseline_fixes import key_fix, layout_fix
-from .diff_fixes import initial_fix
-from .diff_verdict import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings
-
-if TYPE_CHECKING:
-    from ..run.settings import RunSettings
+from ...data.global_stream import accumulative_counts
+from ...determinism.cpu import THREAD_ENV, environment
+from ...record.code_digest import import_digests
+from ...record.decoding import decoding_record
+from ...record.fingerprint import data_fingerprint
+from ...record.initial_weights import SECTION as INITIAL
+from ...record.initial_weights import changed_files, initial_files
+from ...record.numerics import amp_record
+from ...record.run_record import diff_records, flatten_config
+from ...run.enable import HOOK_NAMES
+from ...run.layout import Layout
+from ...run.settings import RunSettings, parse_randomness
+from ..causes import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings
+from ..fixes import initial_fix, key_fix, layout_fix
+from .probe import probe
 
 #: The kinds of obstacle, most decisive first; the first two block the check.
 KINDS = ('initial weights', 'config', 'data', 'code', 'library versions', 'CPU/GPU numerics',
          'layout')
 BLOCKING = ('initial weights', 'config', 'data')
-#: The cause each of :mod:`~mmrepro.checks.diff_verdict`'s causes is reported as.
+#: The cause each of :mod:`~mmrepro.checks.causes`' causes is reported as.
 _KIND_OF = {
     'the data files (fingerprint)': 'data',
     'the decoded images (decode canary)': 'data',
@@ -71,7 +71,7 @@ class Obstacle:
         kind: One of :data:`KINDS`.
         text: What differs, e.g. ``devices.torch_threads: 2 vs 1``.
         fix: The setting or command that removes it
-            (:mod:`~mmrepro.checks.baseline_fixes`).
+            (:func:`~mmrepro.checks.fixes.key_fix`).
     """
 
     kind: str
@@ -128,13 +128,11 @@ def predicted_record(cfg: Any, world_size: int, dataset: Any,
         dataset: The built training dataset (for the data fingerprint).
         fingerprint: The baseline's fingerprint mode.
         facts: The environment's facts as a fresh training process reads them
-            (:func:`mmrepro.checks.probe.probe`); read now by default.
+            (:func:`mmrepro.checks.against.probe.probe`); read now by default.
         model: The config's model built without weights
             (:func:`mmrepro.resume.preflight.build_offline`), for the files it is
             initialised from (None: not predicted).
     """
-    from ..run.settings import parse_randomness
-    from .probe import probe
     settings = parse_randomness(cfg.get('randomness'))
     if facts is None:
         facts = probe(training_environment(world_size, settings.cpu_isa))
@@ -281,8 +279,6 @@ def rank_averaging_module(model: Any) -> str:
     Args:
         model: The config's ``model`` (a dict or ``ConfigDict``).
     """
-    import inspect
-    import sys
     try:
         from mmdet.registry import MODELS
     except ImportError:

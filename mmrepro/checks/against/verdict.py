@@ -1,6 +1,6 @@
 """The verdict of ``mmrepro-check --against``, and the next step for each cause.
 
-:func:`judge` turns the step-by-step comparison of the check's run with the baseline
+:func:`judge_steps` turns the step-by-step comparison of the check's run with the baseline
 (:func:`mmrepro.trace.compare.compare_steps`) into the exit status and the one-line
 verdict: reproduced bit for bit through iteration ``k`` (status 0), the data or the
 numerics differ (status 1, with the recorded causes), or nothing to compare (status 3).
@@ -11,13 +11,13 @@ with ``next:`` lines: each cause's fix, or what to run.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
-from ..trace.compare import TraceDiff, step_lines
-from .envelope import Rounding
+from ...trace.compare import TraceDiff, step_lines
+from ..envelope import Rounding
+from ..real_runs import Cause
+from ..run_data import RunData
 from .predicted import Obstacle
-from .real_runs import Cause
-from .run_data import RunData
 
 #: How a verdict of numbers that differ starts (the rounding envelope then judges it).
 NUMERICS = 'numerics differ'
@@ -36,10 +36,15 @@ def fix_steps(found: List[Obstacle]) -> List[str]:
     return [f'next: {fix}' for fix in dict.fromkeys(o.fix for o in found if o.fix)]
 
 
-def judge(diff: TraceDiff, baseline: RunData, name: str, found: List[Obstacle],
-          causes: List[Cause], pinned_seed: Optional[Any],
-          config: str) -> Tuple[int, str, List[str]]:
+def judge_steps(diff: TraceDiff, baseline: RunData, name: str, found: List[Obstacle],
+                causes: List[Cause], pinned_seed: Optional[Any],
+                config: str) -> Tuple[int, str, List[str]]:
     """``(status, verdict line, next: lines)`` of a step comparison.
+
+    Judges the check's fresh run, step by step, against the baseline's traced optimizer
+    steps (samples, losses, gradients, weights), knowing what differed before training;
+    ``mmrepro-diff`` judges other evidence, everything two finished runs hold
+    (:func:`mmrepro.checks.diff.verdict.judge_runs`).
 
     Args:
         diff: The comparison of the traced optimizer steps.
@@ -122,16 +127,6 @@ def _verdict(diff: TraceDiff, baseline: RunData, name: str,
     module = where.rsplit('.', 1)[0] if section != 'losses' else where
     return 1, (f'{NUMERICS} from iteration {at(diff.iteration)}: first module '
                f'{module} ({what} of {where}); recorded causes: {causes}')
-
-
-def say_rounding(rounding: Rounding, say: Callable[..., None],
-                 apart: str = 'to the baseline') -> None:
-    """The envelope's evidence: the runs' distance over the envelope, per step."""
-    if rounding.table:
-        say(f'distance {apart} / the rounding envelope, per traced step (equivalent within '
-            'rounding up to 1x):')
-        for line in rounding.table:
-            say(line)
 
 
 def rounding_verdict(verdict: str, rounding: Rounding, bitwise: bool) -> Tuple[int, str]:

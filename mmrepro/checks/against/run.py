@@ -14,7 +14,7 @@ dir, copied into the check's work dir.
    (``resume_from``) to its next traced step; every step is traced.
 3. The traces are compared step by step (:func:`mmrepro.trace.compare.compare_steps`:
    samples, every micro-batch's losses, the applied gradients, the weights after the
-   step), and the verdict (:mod:`.against_verdict`) says the baseline is reproduced
+   step), and the verdict (:mod:`.verdict`) says the baseline is reproduced
    bit for bit through iteration ``k`` (status 0), or where the data or the numerics
    part and why (status 1), followed by the next step for each cause.
 """
@@ -28,25 +28,27 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..data.global_stream import global_batch_fix
-from ..record.initial_weights import initial_differences
-from ..record.run_record import RECORD_NAME, RunRecordError, load_run_record
-from ..resume.checkpoint_io import peek
-from ..resume.preflight import build_offline
-from ..run.config import ConfigError
-from ..run.layout import Layout
-from ..trace import TRACE_NAME, read_trace
-from ..trace.compare import compare_steps, step_lines
-from .against_runs import Span, train_span
-from .against_verdict import (
-    NUMERICS,
-    fix_steps,
-    judge,
-    rounding_verdict,
-    say_rounding,
-    seed_obstacle,
+from ...data.global_stream import global_batch_fix
+from ...record.initial_weights import initial_differences
+from ...record.run_record import RECORD_NAME, RunRecordError, load_run_record
+from ...resume.checkpoint_io import peek
+from ...resume.preflight import build_offline
+from ...run.config import ConfigError
+from ...run.layout import Layout
+from ...trace import TRACE_NAME, read_trace
+from ...trace.compare import compare_steps, step_lines
+from ..envelope import Rounding, judge_rounding, say_rounding
+from ..real_runs import Cause, cause_lines, real_run_causes
+from ..run_data import RunData, load_run
+from ..runs import (
+    DEFAULT_ITERS,
+    IN_PROCESS_LOCK,
+    PROG,
+    check_launch,
+    load_config,
+    prepare_work_dir,
+    previous_check,
 )
-from .envelope import Rounding, judge_rounding
 from .predicted import (
     INITIAL_FIX,
     Obstacle,
@@ -56,17 +58,8 @@ from .predicted import (
     predicted_record,
     rank_averaging_module,
 )
-from .real_runs import Cause, cause_lines, real_run_causes
-from .run_data import RunData, load_run
-from .runs import (
-    DEFAULT_ITERS,
-    IN_PROCESS_LOCK,
-    PROG,
-    check_launch,
-    load_config,
-    prepare_work_dir,
-    previous_check,
-)
+from .span import Span, train_span
+from .verdict import NUMERICS, fix_steps, judge_steps, rounding_verdict, seed_obstacle
 
 #: Where a check without CONFIG keeps the baseline's config dump it trains.
 BASELINE_CONFIG = 'baseline_config.py'
@@ -237,7 +230,7 @@ def run_against(options: AgainstOptions, say: Callable[..., None] = print) -> Ag
     base_lines = [line for line in baseline.trace[1] if line.get('iter') == 1
                   or line.get('step') in wanted]
     diff = compare_steps(base_lines, [line for line in lines if line.get('step') in wanted])
-    result.status, result.verdict, result.next_steps = judge(
+    result.status, result.verdict, result.next_steps = judge_steps(
         diff, baseline, options.baseline, result.obstacles, result.causes,
         base_seed if seed is None else None,
         options.config or osp.join(work_dir, BASELINE_CONFIG))

@@ -11,7 +11,7 @@ import re
 import warnings
 from typing import Any, Dict, List, Optional
 
-from .runs import IN_PROCESS_LOCK, deterministic
+from ..runs import IN_PROCESS_LOCK, deterministic
 
 #: PyTorch's warning for an operation without a deterministic implementation.
 ALERT = re.compile(r'([\w.:<>]+) does not have a deterministic implementation')
@@ -31,7 +31,7 @@ def pytorch_alerts(logs: Dict[str, str]) -> Dict[str, List[str]]:
 def mmcv_op_audit(cfg: Any) -> Optional[List[Dict[str, str]]]:
     """:func:`mmrepro.ops.op_audit.audit_model` on the config's model (None if unavailable)."""
     try:
-        from ..ops.op_audit import audit_model
+        from ...ops.op_audit import audit_model
     except ImportError:
         return None
     from mmengine.registry import MODELS, init_default_scope

@@ -1,10 +1,11 @@
-"""mmrepro.checks.baseline_fixes: the setting or command that gives a run a baseline's value
-of each run record key."""
+"""mmrepro.checks.fixes: the setting or command that gives a run a baseline's value of each
+run record key."""
 from __future__ import annotations
 
 import pytest
 
-from mmrepro.checks.baseline_fixes import key_fix, layout_fix, option
+from mmrepro.checks.fixes import key_fix, layout_fix
+from mmrepro.checks.machine_fixes import option
 from mmrepro.record.run_record import MISSING
 from mmrepro.run.layout import Layout
 

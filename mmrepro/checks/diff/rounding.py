@@ -4,7 +4,7 @@ Where two runs' traces differ at a step both traced with sketches, and neither t
 nor the initial weights explain it, the rounding envelope is measured on this machine:
 run A's config (its config dump) is trained here through the first traced steps, once
 as it is and once with every weight moved one ulp (``mmrepro-check --against A``'s two
-runs, :mod:`.against`), and A vs B is judged against them
+runs, :mod:`..against.run`), and A vs B is judged against them
 (:func:`~mmrepro.checks.envelope.judge_rounding`) over the steps up to
 :data:`ENVELOPE_STEPS`. Where that cannot be done it says why, in one line.
 """
@@ -17,10 +17,11 @@ import tempfile
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..trace import TRACE_NAME, read_trace
-from .envelope import METRICS, Rounding, has_sketches, judge_rounding
-from .run_data import RunData
-from .runs import DEFAULT_ITERS
+from ...trace import TRACE_NAME, read_trace
+from ..against.run import AgainstOptions, run_against
+from ..envelope import METRICS, Rounding, has_sketches, judge_rounding
+from ..run_data import RunData
+from ..runs import DEFAULT_ITERS
 
 #: The optimizer steps the envelope covers (the first traced ones: 1, 2, 4 and 8).
 ENVELOPE_STEPS = DEFAULT_ITERS
@@ -57,7 +58,6 @@ def diff_rounding(a: RunData, b: RunData, say: Any = print) -> Rounding:
     stop, why = judgeable(a, b)
     if stop is None:
         return Rounding(None, f'too little to judge rounding or real: {why}')
-    from .against import AgainstOptions, run_against
     begin = time.perf_counter()
     say(f"rounding envelope: A's config trained here through step {stop}, twice (as it is, "
         'and with every weight moved one ulp)', flush=True)

@@ -1,9 +1,9 @@
-"""mmrepro.checks.against_verdict: the verdict of a check against a baseline and its next
+"""mmrepro.checks.against.verdict: the verdict of a check against a baseline and its next
 steps, from step comparisons written by hand."""
 from __future__ import annotations
 
-from mmrepro.checks.against_verdict import fix_steps, judge, seed_obstacle
-from mmrepro.checks.predicted import Obstacle
+from mmrepro.checks.against.predicted import Obstacle
+from mmrepro.checks.against.verdict import fix_steps, judge_steps, seed_obstacle
 from mmrepro.checks.real_runs import Cause
 from mmrepro.checks.run_data import RunData
 from mmrepro.trace.compare import TraceDiff
@@ -21,7 +21,7 @@ THREADS = Obstacle('CPU/GPU numerics', 'the intra-op thread count: devices.torch
 
 
 def _judge(diff, found=(), causes=(), pinned=None):
-    return judge(diff, BASELINE, 'base.tar.gz', list(found), list(causes), pinned, 'cfg.py')
+    return judge_steps(diff, BASELINE, 'base.tar.gz', list(found), list(causes), pinned, 'cfg.py')
 
 
 def test_a_reproduced_baseline_says_to_train():

@@ -1,15 +1,15 @@
-"""``repro_diff``'s verdict: a data difference or a numeric one, and what explains it.
+"""Which recorded differences between two runs can change training, and what they cause.
 
-The run records' differences are sorted into causes. Data causes change which samples
-a run trains on, or how they are augmented: the data files (fingerprint), the seed and
-``randomness`` settings, the process layout and the data loader's config. Numeric
-causes change only how the same samples are computed, ranked from the most to the
-least likely to change results: the config (model, optimizer, schedule), the code,
-the GPU (architecture, driver, AMP dtype), library versions, PyTorch's numerics flags,
-the CPU kernel set, the thread count, other environment variables. Where the samples
-are the same, a different process layout (ranks, per-rank batch, accumulation: the
-same global batch) comes first: each rank computes its loss over fewer images. Keys
-that name places (host, platform) explain nothing.
+The run records' differences (:func:`mmrepro.record.run_record.diff_records`) are sorted
+into causes, for ``mmrepro-diff``'s verdict (:mod:`mmrepro.checks.diff.verdict`) and for
+``mmrepro-check --against``'s obstacles (:mod:`mmrepro.checks.against.predicted`). Data
+causes change which samples a run trains on, or how they are augmented: the data files
+(fingerprint), the seed and ``randomness`` settings, the process layout and the data
+loader's config. Numeric causes change only how the same samples are computed, ranked
+from the most to the least likely to change results: the config (model, optimizer,
+schedule), the code, the GPU (architecture, driver, AMP dtype), library versions,
+PyTorch's numerics flags, the CPU kernel set, the thread count, other environment
+variables. Keys that name places (host, platform) explain nothing.
 
 Before that, :func:`sort_settings` says each cause once and sets apart what cannot be a
 cause: a different seed is one difference, though the record holds it as ``seed``,
@@ -19,31 +19,33 @@ visualisation and the settings that only decide whether a run stops cannot chang
 weights training computes (:data:`INERT`); with the two records at hand, neither can the
 train loader's worker settings (:data:`LOADER_WORKERS`, where both runs seed per sample)
 nor the options of mmrepro's own hooks and the hooks a check adds (:data:`INERT_HOOKS`).
-Each cause comes with what removes it (:mod:`.diff_fixes`).
+What removes each cause is :mod:`.fixes`'s to say.
 """
 from __future__ import annotations
 
 import ast
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from .diff_fixes import next_steps
-
-__all__ = ['DATA_CAUSES', 'INERT', 'INERT_HOOKS', 'LOADER_WORKERS', 'NUMERIC_CAUSES', 'causes',
-           'inert_by_records', 'settings_verdict', 'sort_settings', 'unkeyed_generators',
-           'verdict_lines']
+__all__ = ['DATA_CAUSES', 'INERT', 'INERT_HOOKS', 'LOADER_WORKERS', 'NUMERIC_CAUSES',
+           'THREAD_COUNT', 'cause_of', 'causes', 'inert_by_records', 'numeric_table',
+           'sort_settings', 'unkeyed_generators']
 
 Diff = Tuple[str, Any, Any]
+#: A cause and the record keys it takes.
+Table = Sequence[Tuple[str, Callable[[str], bool]]]
 _LOADER = ('config.train_dataloader.', 'config.train_pipeline.')
-_THREADS = ('devices.torch_threads', 'env.OMP_NUM_THREADS', 'env.MKL_NUM_THREADS',
-            'numerics.cpu.interop_threads')
+#: The intra-op thread count as a run record holds it: the count itself, the setting that
+#: pins it (``randomness.threads``) and the variables that set it where that is unset.
+THREAD_COUNT = ('devices.torch_threads', 'randomness.threads', 'config.randomness.threads',
+                'env.OMP_NUM_THREADS', 'env.MKL_NUM_THREADS')
+#: The inter-op thread count, recorded with the CPU's numerics (not a kernel set).
+INTEROP_THREADS = 'numerics.cpu.interop_threads'
 _LAYOUT = ('world_size', 'launcher', 'backend', 'config.launcher',
            'config.train_dataloader.batch_size', 'config.optim_wrapper.accumulative_counts')
 #: The process layout: a data cause where the samples differ (another global batch, or
 #: ``global_stream=False``), the surest numeric cause where they are the same.
 LAYOUT_CAUSE = 'the process layout (ranks, per-rank batch, accumulation)'
 
-#: The check that finds where a config's data stream stops being reproducible.
-CHECK_DATA = "mmrepro-check CONFIG --workers-check 2 --resume-check, on the run's config"
 #: Record keys that restate the seed (``PYTHONHASHSEED`` only where it equals it).
 SEED_ECHOES = ('randomness.seed', 'config.randomness.seed', 'env.PYTHONHASHSEED')
 #: Record keys that cannot change training: evaluation, logging, checkpoints, display,
@@ -151,8 +153,10 @@ def sort_settings(diffs: Sequence[Diff], records: Sequence[Dict[str, Any]] = ()
 INITIAL_CAUSE = 'the initial weights'
 #: The first training images decoded to other pixels (the decode canary).
 CANARY_CAUSE = 'the decoded images (decode canary)'
+#: The thread count's cause (:data:`THREAD_COUNT`, and the inter-op count).
+THREAD_CAUSE = 'the intra-op thread count'
 #: (cause, predicate on a record key), in the order a data difference is explained.
-DATA_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
+DATA_CAUSES: Table = (
     ('the data files (fingerprint)', lambda k: k.startswith('data.')),
     (CANARY_CAUSE, lambda k: k.startswith('decoding.canary')),
     ('the seed or randomness settings',
@@ -165,7 +169,7 @@ DATA_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
 )
 #: (cause, predicate on a record key), from the most to the least likely to change
 #: results computed from the same samples.
-NUMERIC_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
+NUMERIC_CAUSES: Table = (
     (INITIAL_CAUSE, lambda k: k.startswith('initial.')),
     ('the config', lambda k: k.startswith('config.') or k == 'config_sha256'),
     ('the code', lambda k: k.startswith(('code.', 'audit'))),
@@ -174,15 +178,14 @@ NUMERIC_CAUSES: Sequence[Tuple[str, Callable[[str], bool]]] = (
     ('library versions', lambda k: k.startswith(('versions.', 'numerics.libraries.'))),
     ('the image decoders', lambda k: k.startswith('decoding.')),
     ('PyTorch numerics flags', lambda k: k.startswith('torch_flags.')),
-    ('the CPU kernel set', lambda k: k.startswith('numerics.cpu.') and k not in _THREADS
+    ('the CPU kernel set', lambda k: k.startswith('numerics.cpu.') and k != INTEROP_THREADS
      or k == 'devices.cpu'),
-    ('the intra-op thread count', lambda k: k in _THREADS),
+    (THREAD_CAUSE, lambda k: k in THREAD_COUNT or k == INTEROP_THREADS),
     ('environment variables', lambda k: k.startswith('env.')),
 )
 
 
-def causes(diffs: Sequence[Diff],
-           table: Sequence[Tuple[str, Callable[[str], bool]]]) -> List[Tuple[str, List[str]]]:
+def causes(diffs: Sequence[Diff], table: Table) -> List[Tuple[str, List[str]]]:
     """``(cause, [keys])`` for every cause of ``table`` some differing key falls under.
 
     A key belongs to the first cause that takes it, so data causes are taken out of the
@@ -198,39 +201,18 @@ def causes(diffs: Sequence[Diff],
     return out
 
 
-def _numeric_table(diffs: Sequence[Diff]) -> Sequence[Tuple[str, Callable[[str], bool]]]:
+def cause_of(key: str) -> Optional[str]:
+    """The cause one differing record key falls under (data causes first), or None."""
+    found = causes([(key, None, None)], (*DATA_CAUSES, *NUMERIC_CAUSES))
+    return found[0][0] if found else None
+
+
+def numeric_table(diffs: Sequence[Diff]) -> Table:
     """:data:`NUMERIC_CAUSES`; thread variables count as threads only if the count differs."""
     if any(key == 'devices.torch_threads' for key, _, _ in diffs):
         return NUMERIC_CAUSES
-    return [(cause, (lambda k: k in ('numerics.cpu.interop_threads',))
-             if cause == 'the intra-op thread count' else takes)
+    return [(cause, (lambda k: k == INTEROP_THREADS) if cause == THREAD_CAUSE else takes)
             for cause, takes in NUMERIC_CAUSES]
-
-
-def _listing(found: List[Tuple[str, List[str]]]) -> str:
-    shown = []
-    for cause, keys in found:
-        names = ', '.join(keys[:3]) + (f' and {len(keys) - 3} more' if len(keys) > 3 else '')
-        shown.append(f'{cause} ({names})')
-    return '; '.join(shown)
-
-
-def _found(diffs: Sequence[Diff]) -> Tuple[List[Tuple[str, List[str]]],
-                                          List[Tuple[str, List[str]]]]:
-    """``(data causes, numeric causes)`` of the differing settings."""
-    data = causes(diffs, DATA_CAUSES)
-    data_keys = {key for _, keys in data for key in keys}
-    return data, causes([d for d in diffs if d[0] not in data_keys], _numeric_table(diffs))
-
-
-def settings_verdict(diffs: Sequence[Diff]) -> List[str]:
-    """The verdict when no outcome could be compared but settings differ: the runs
-    differ in what they were given (data causes first, then numeric ones), and what
-    removes each difference."""
-    data, numeric = _found(diffs)
-    return [f'verdict: settings that change training differ: {_listing(data + numeric)}',
-            '  no outcome was compared: the runs hold no common logged or traced iteration '
-            'and no common weights'] + next_steps(data + numeric, diffs)
 
 
 def unkeyed_generators(*records: Optional[Dict[str, Any]]) -> List[str]:
@@ -239,93 +221,3 @@ def unkeyed_generators(*records: Optional[Dict[str, Any]]) -> List[str]:
     names = [f"{g.get('owner')} ({g.get('kind')})" for record in records if record
              for g in record.get('pipeline_generators') or [] if not g.get('keyed')]
     return list(dict.fromkeys(names))
-
-
-def verdict_lines(diffs: Sequence[Diff], diverged: bool, first: Optional[int],
-                  data_iteration: Optional[int], data_traced: bool,
-                  identical: str = 'bit-identical', unkeyed: Sequence[str] = (),
-                  initial: Sequence[str] = ()) -> List[str]:
-    """The verdict of ``repro_diff``.
-
-    Args:
-        diffs: The run records' differences that can change training
-            (:func:`sort_settings`).
-        diverged: Whether the traces (or logged losses) differ.
-        first: The first diverging iteration, if known.
-        data_iteration: The first traced iteration whose samples differ (None if none).
-        data_traced: Whether both traces hold per-sample data digests.
-        identical: How equal runs are called: ``bit-identical``, or ``identical
-            through iteration k (...)`` where they cover different spans.
-        unkeyed: Generators the pipeline owns that mmrepro does not key
-            (:func:`unkeyed_generators`): the cause of data that differ with nothing
-            recorded differing.
-        initial: How the weights the runs start from differ
-            (:func:`mmrepro.record.initial_weights.initial_differences`): where the runs
-            differ, that is the verdict, whatever else differs.
-    """
-    data, numeric = _found(diffs)
-    if initial and (diverged or data_iteration is not None):
-        return initial_verdict(initial, data + numeric, diffs)
-    fingerprint = any(key.startswith('data.') for _, keys in data for key in keys)
-    if data_iteration is not None or (not data_traced and fingerprint):
-        where = f' from iteration {data_iteration}' if data_iteration is not None else ''
-        if data:
-            return [f'verdict: the data differ{where}', f'  why: {_listing(data)}',
-                    *next_steps(data, diffs)]
-        if unkeyed:
-            return [f'verdict: the data differ{where}',
-                    '  why: the train pipeline owns generator(s) mmrepro does not key: '
-                    f"{', '.join(unkeyed)} (draw from np.random, random or torch's default "
-                    'generator instead)']
-        return [f'verdict: the data differ{where}',
-                '  why: nothing recorded: the same files and settings, so the data order or '
-                'augmentation is not reproducible',
-                f'  next: {CHECK_DATA}: it names the first iteration whose samples differ '
-                'on a rerun, with other num_workers or after resuming']
-    same = 'the same samples in every traced iteration; ' if data_traced else ''
-    layout = [cause for cause in data if cause[0] == LAYOUT_CAUSE]
-    starts = [cause for cause in numeric if cause[0] == INITIAL_CAUSE]
-    canary = [cause for cause in data if cause[0] == CANARY_CAUSE]  # there before step 1
-    found = starts + canary + layout + [
-        cause for cause in numeric if cause[0] != INITIAL_CAUSE] + [
-        cause for cause in data if cause[0] not in (LAYOUT_CAUSE, CANARY_CAUSE)]
-    if not diverged:
-        if not found:
-            return [f'verdict: {same}{identical}, as expected (no setting that changes '
-                    'results differs)']
-        return [f'verdict: {same}{identical}, although settings that can change training '
-                f'differ: {_listing(found)}', *next_steps(found, diffs)]
-    at = f' from iteration {first}' if first is not None else ''
-    lines = [f'verdict: {same}the numbers differ{at}']
-    if found:
-        return lines + [f'  explained by (most likely first): {_listing(found)}',
-                        '  bitwise equality expected: no, settings that change results '
-                        'differ', *next_steps(found, diffs)]
-    iters = f' --iters {first}' if first is not None and first > 1 else ''
-    return lines + ['  bitwise equality expected: yes: nothing recorded that changes results '
-                    'differs, so an operation is nondeterministic or a setting is not '
-                    'recorded',
-                    f"  next: mmrepro-check CONFIG{iters}, on the run's config: it trains it "
-                    'twice and names the first module whose output, gradient or weight '
-                    'differs, and the nondeterministic operations met']
-
-
-def initial_verdict(initial: Sequence[str], found: List[Tuple[str, List[str]]],
-                    diffs: Sequence[Diff]) -> List[str]:
-    """The verdict where the runs start from other weights: that difference is there
-    before the first step, so it is the verdict, never "numerics".
-
-    Args:
-        initial: How the initial weights differ, most decisive first.
-        found: Every cause the records show (``the initial weights`` among them).
-        diffs: The differing settings.
-    """
-    rest = [cause for cause in found if cause[0] != INITIAL_CAUSE]
-    lines = [f'verdict: initial weights differ (before the first step): {initial[0]}',
-             *(f'  also: {text}' for text in initial[1:]),
-             '  why: the runs start from other weights, so every step after differs (not a '
-             'nondeterministic operation)']
-    if rest:
-        lines.append(f'  other recorded differences: {_listing(rest)}')
-    mine = [cause for cause in found if cause[0] == INITIAL_CAUSE] or [(INITIAL_CAUSE, [])]
-    return lines + next_steps(mine + rest, diffs)

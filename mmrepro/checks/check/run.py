@@ -1,6 +1,6 @@
 """Is this config reproducible here? Train it twice (and resumed, and with other workers).
 
-Each run is ``tools/train.py`` in a subprocess (:mod:`.runs`) on a generated child config
+Each run is ``tools/train.py`` in a subprocess (:mod:`..runs`) on a generated child config
 that inherits the given one and changes only what the check needs: the training loop is
 left as it is and :class:`~mmrepro.hooks.CheckReproStopHook` ends the process after
 ``iters`` iterations; validation is off, the logger writes every iteration (each is
@@ -13,8 +13,8 @@ another ``num_workers`` (``workers_check``).
 
 The runs are compared, and what real runs of the config would do that the check's did
 not (no seed, ``deterministic=False``, an operation a real run stops at:
-:mod:`.real_runs`) keeps the config from being called reproducible. Every cause comes
-with a ``next:`` line saying what removes it. The work dir is the check's own (a
+:mod:`..real_runs`) keeps the config from being called reproducible (:mod:`.verdict`).
+Every cause comes with a ``next:`` line saying what removes it. The work dir is the check's own (a
 previous check's is replaced, any other non-empty directory refused), and its
 checkpoints are deleted once compared, but the one a diverging resume run started from.
 """
@@ -25,14 +25,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
-from ..record.run_record import diff_records, load_run_record
-from ..trace import TRACE_NAME, compare_traces, describe_diff, read_trace
-from ..trace.compare import TraceDiff
-from . import runs
-from .diff_verdict import unkeyed_generators
-from .nondeterminism import report_nondeterminism
-from .real_runs import Cause, cause_lines, real_run_causes
-from .runs import (
+from ...record.run_record import diff_records, load_run_record
+from ...trace import TRACE_NAME, compare_traces, describe_diff, read_trace
+from .. import runs
+from ..real_runs import cause_lines, real_run_causes
+from ..runs import (
     DEFAULT_ITERS,
     PROG,
     Run,
@@ -46,6 +43,8 @@ from .runs import (
     seed_of,
     train,
 )
+from .nondeterminism import report_nondeterminism
+from .verdict import CheckResult, divergence_step, generator_lines, say_result
 
 
 @dataclass
@@ -87,33 +86,6 @@ class CheckOptions:
         if self.workers_check is not None and self.workers_check < 0:
             raise ValueError(f'--workers-check must be >= 0, got {self.workers_check}')
         check_launch(self.nproc, self.work_dir)
-
-
-@dataclass
-class CheckResult:
-    """What a check found.
-
-    Attributes:
-        status: The exit status: 0 every comparison bit-identical and real runs of the
-            config reproducible, 1 a run diverged or real runs would not be reproducible.
-        work_dir: Where the runs are.
-        log_dirs: Run name -> its log dir.
-        failed: Descriptions of the runs that diverged (and of an unkeyed generator).
-        alerts: PyTorch operation -> the runs that hit it.
-        audit: The mmcv op audit's entries, or an error string.
-        causes: What real runs of the config do that the check's runs did not
-            (:func:`~mmrepro.checks.real_runs.real_run_causes`).
-        next_steps: The ``next:`` line of each divergence.
-    """
-
-    status: int = 0
-    work_dir: str = ''
-    log_dirs: Dict[str, str] = field(default_factory=dict)
-    failed: List[str] = field(default_factory=list)
-    alerts: Dict[str, List[str]] = field(default_factory=dict)
-    audit: Any = None
-    causes: List[Cause] = field(default_factory=list)
-    next_steps: List[str] = field(default_factory=list)
 
 
 def child_config(cfg: Any, config: str, iters: int, ckpt_interval: int) -> str:
@@ -213,13 +185,13 @@ def run_check(options: CheckOptions, say: Callable[..., None] = print) -> CheckR
             result.failed.append(f'{run.name} ({run.description}) ' + (
                 f'diverges at iteration {diff.iteration}' if diff.common else
                 'has no iteration in common with run_a'))
-            result.next_steps.append(divergence_step(run, diff, lines, options))
+            result.next_steps.append(divergence_step(run, diff, lines, options.work_dir))
     say()
     found: Dict[str, Any] = {}
     for line in report_nondeterminism(cfg, logs, found):
         say(line)
     result.alerts, result.audit = found['alerts'], found['audit']
-    for line in _generator_lines(result):
+    for line in generator_lines(result, load_run_record(result.log_dirs['run_a'])[0]):
         say(line)
     result.causes = real_run_causes(cfg, seed_of(cfg), alerts=result.alerts)
     lines = cause_lines(result.causes)
@@ -230,43 +202,9 @@ def run_check(options: CheckOptions, say: Callable[..., None] = print) -> CheckR
     say()
     if not options.keep_checkpoints:
         say(_remove_checkpoints(options, result))
-    _say_result(result, len(runs) - 1, options, say)
+    say_result(result, len(runs) - 1, options.config, options.resume_check,
+               options.workers_check is not None, say)
     return result
-
-
-def divergence_step(run: Run, diff: TraceDiff, lines: List[str], options: CheckOptions) -> str:
-    """The next step after ``run`` diverged from ``run_a``: what to look at and fix."""
-    root = options.work_dir
-    compare = f'mmrepro-diff {osp.join(root, "run_a")} {osp.join(root, run.name)} shows ' \
-        'every difference'
-    if not diff.common:
-        return (f'next: {run.name}: it traced no iteration run_a traced; read '
-                f'{osp.join(root, run.name + ".log")}')
-    source = _SOURCES.get(run.name.rstrip('0123456789'), _SOURCES['run_b'])
-    if diff.data_iteration is not None:
-        return (f'next: {run.name}: the samples differ from iteration {diff.data_iteration}: '
-                f'the data order or augmentation depends on {source}; draw from np.random, '
-                f"random or torch's default generator (mmrepro keys them); {compare}")
-    first = [line.split('first difference: ', 1)[1] for line in lines
-             if 'first difference: ' in line]
-    where = first[0] if first else f'iteration {diff.iteration}'
-    step = (f'next: {run.name}: {where} differs with the same samples: it depends on '
-            f'{source}, or runs an operation that is not deterministic; make it '
-            f'deterministic; {compare}')
-    if run.name == 'resume':
-        ckpt = run.args[1]
-        step += (f'; {ckpt} is kept to reproduce it: mmrepro-train '
-                 f'{osp.join(root, "check_repro_config.py")} --work-dir DIR --resume {ckpt}')
-    return step
-
-
-#: What a run's divergence depends on, by run name (a workers run by its prefix).
-_SOURCES = {
-    'run_b': 'something no seed reaches (a generator of its own, os.urandom, the clock)',
-    'resume': "state the checkpoint does not hold (a module's or hook's own counter, cache "
-              'or generator)',
-    'workers': 'the worker process (per-worker state, a generator of its own)',
-}
 
 
 def _remove_checkpoints(options: CheckOptions, result: CheckResult) -> str:
@@ -281,50 +219,3 @@ def _remove_checkpoints(options: CheckOptions, result: CheckResult) -> str:
         line += (f'; kept {osp.relpath(keep[0], options.work_dir)}, where the resume run '
                  'starts, to reproduce its divergence')
     return line
-
-
-def _say_result(result: CheckResult, compared: int, options: CheckOptions,
-                say: Callable[..., None]) -> None:
-    """The result line, and the next step for each cause (or for a reproducible config)."""
-    failing = [cause for cause in result.causes if cause.fails]
-    notes = [cause for cause in result.causes if not cause.fails]
-    if result.failed or failing:
-        result.status = 1
-        what = result.failed + [cause.short for cause in failing]
-        if not result.failed:
-            what.append(f'its {compared} comparison(s) here are bit-identical')
-        say(f'result: NOT REPRODUCIBLE: {"; ".join(what)}')
-    else:
-        tool = ' when trained with mmrepro-train' if notes else ''
-        say(f'result: REPRODUCIBLE{tool}: {compared} comparison(s) bit-identical')
-    for step in result.next_steps:
-        say(step)
-    for cause in failing + notes:
-        say(f'next: {cause.fix}')
-    if not result.status:
-        more = [what for what, done in (
-            ('--resume-check (resume)', options.resume_check),
-            ('--workers-check K (num_workers)', options.workers_check is not None)) if not done]
-        say(f'next: train it as usual (mmrepro-train {options.config})' + (
-            f'; add {" and ".join(more)} to check more' if more else ''))
-
-
-def _generator_lines(result: CheckResult) -> List[str]:
-    """The generators run_a's train pipeline owns; one mmrepro does not key fails the check
-    (its draws could agree on the check's reruns and still differ in real runs)."""
-    record = load_run_record(result.log_dirs['run_a'])[0]
-    owned = record.get('pipeline_generators') or []
-    if not owned:
-        return []
-    keyed = sum(bool(g.get('keyed')) for g in owned)
-    lines = [f'generators the train pipeline owns: {len(owned)}, {keyed} keyed by mmrepro']
-    unkeyed = unkeyed_generators(record)
-    if unkeyed:
-        lines.append(f'  not keyed: {", ".join(unkeyed)}: their draws change on reruns, '
-                     "with num_workers and after resume; draw from np.random, random or "
-                     "torch's default generator instead")
-        result.failed.append('the train pipeline owns generator(s) mmrepro does not key '
-                             f'({", ".join(unkeyed)})')
-        result.next_steps.append(f'next: make {", ".join(unkeyed)} draw from np.random, '
-                                 "random or torch's default generator (mmrepro keys them)")
-    return lines

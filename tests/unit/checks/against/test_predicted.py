@@ -1,10 +1,10 @@
-"""mmrepro.checks.predicted: what will keep a run here from reproducing a baseline, from
-two run records (written by hand), most decisive first."""
+"""mmrepro.checks.against.predicted: what will keep a run here from reproducing a baseline,
+from two run records (written by hand), most decisive first."""
 from __future__ import annotations
 
 import pytest
 
-from mmrepro.checks.predicted import (
+from mmrepro.checks.against.predicted import (
     BLOCKING,
     INITIAL_FIX,
     KINDS,
