@@ -17,6 +17,7 @@ import re
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..record.run_record import MISSING
+from ..rng.owned import DRAW_GLOBAL
 from ..run.layout import Layout
 from .causes import CANARY_CAUSE, INITIAL_CAUSE, LAYOUT_CAUSE, THREAD_COUNT, cause_of
 from .machine_fixes import (
@@ -42,12 +43,10 @@ from .machine_fixes import (
     versions_of,
 )
 
-__all__ = ['DRAW_GLOBAL', 'FIXES', 'Fix', 'canary_fix', 'initial_fix', 'key_fix', 'layout_fix',
+__all__ = ['FIXES', 'Fix', 'canary_fix', 'initial_fix', 'key_fix', 'layout_fix',
            'next_steps']
 
 Diff = Tuple[str, Any, Any]
-#: What a transform that owns a generator mmrepro does not key should do instead.
-DRAW_GLOBAL = "draw from np.random, random or torch's default generator"
 #: A record key of an edited source: ``code.packages.<name>.files.<path>`` (or the
 #: package's ``sha256``; ``code.imports.<module>...`` alike).
 _SOURCE_KEY = re.compile(r'^code\.(?:packages|imports)\.(.+?)\.(?:files\.(.+)|sha256|error)$')

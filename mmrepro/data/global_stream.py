@@ -24,9 +24,7 @@ from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, T
 
 from torch.utils.data import BatchSampler
 
-# accumulative_counts and global_batch_fix: checks/predicted.py and checks/against.py
-# import them from here
-from ..run.layout import Layout, accumulative_counts, global_batch_fix  # noqa: F401
+from ..run.layout import Layout
 
 #: ``(position, index, earlier)``: a sample of a micro-batch, with the ``(position,
 #: index)`` pairs of the global stream just before it.

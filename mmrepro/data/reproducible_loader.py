@@ -11,6 +11,7 @@ from mmengine.logging import print_log
 from torch.utils.data import DataLoader
 
 from ..rng.keys import LOADER, derive_seed
+from ..rng.owned import DRAW_GLOBAL
 from ..rng.worker_init import worker_init_fn
 from ..run.layout import Layout
 from ..run.settings import RunSettings, parse_randomness
@@ -170,8 +171,7 @@ def report_generators(found: List[OwnedGenerator], strict: bool, logger: Any) ->
                       for g in other)
     breaks = ('their draws change on every rerun (unless the transform seeds them), with '
               'num_workers and after a resume')
-    fix = ("draw from np.random, random or torch's default generator instead, which "
-           'mmrepro seeds for every sample')
+    fix = f'{DRAW_GLOBAL} instead, which mmrepro seeds for every sample'
     if strict:
         raise ValueError(
             f'randomness.strict=True, but the pipeline owns generator(s) mmrepro does not '

@@ -1,4 +1,4 @@
-"""CheckReproStopHook: end a training process after a few iterations (check_repro)."""
+"""CheckReproStopHook: end a training process after a few iterations (mmrepro-check)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +9,7 @@ from mmengine.registry import HOOKS
 
 @HOOKS.register_module()
 class CheckReproStopHook(Hook):
-    """End the training process after ``max_iters`` iterations (for check_repro).
+    """End the training process after ``max_iters`` iterations (for mmrepro-check).
 
     It runs last after each iteration (priority LOWEST, so checkpoints and the trace
     are written first), lets the hooks finish the run (``after_run``: the trace file
@@ -30,6 +30,6 @@ class CheckReproStopHook(Hook):
                          outputs: Any = None) -> None:
         """Stop once ``max_iters`` iterations are done."""
         if runner.iter + 1 >= self.max_iters:
-            runner.logger.info(f'check_repro: stopping after {runner.iter + 1} iterations')
+            runner.logger.info(f'mmrepro-check: stopping after {runner.iter + 1} iterations')
             runner.call_hook('after_run')
             raise SystemExit(0)

@@ -15,14 +15,18 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ['GENERATOR_TYPES', 'SEED_BYTES', 'can_seed', 'generator_kind', 'generator_state',
-           'is_generator', 'is_global', 'seed_generator', 'set_generator_state']
+__all__ = ['DRAW_GLOBAL', 'GENERATOR_TYPES', 'SEED_BYTES', 'can_seed', 'generator_kind',
+           'generator_state', 'is_generator', 'is_global', 'seed_generator',
+           'set_generator_state']
 
 #: The generator types a transform can own.
 GENERATOR_TYPES = (random.Random, np.random.RandomState, np.random.Generator,
                    torch.Generator)
 _KIND_NAMES = {random.Random: 'random.Random', np.random.RandomState: 'numpy.random.RandomState',
                np.random.Generator: 'numpy.random.Generator', torch.Generator: 'torch.Generator'}
+#: What a transform that owns a generator mmrepro does not key should do instead (the
+#: fix the loader's warning and the checks' verdicts give).
+DRAW_GLOBAL = "draw from np.random, random or torch's default generator"
 #: Bytes of key material :func:`seed_generator` takes.
 SEED_BYTES = 32
 

@@ -14,7 +14,6 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-from ...data.global_stream import accumulative_counts
 from ...determinism.cpu import THREAD_ENV, environment
 from ...record.code_digest import import_digests
 from ...record.decoding import decoding_record
@@ -24,7 +23,7 @@ from ...record.initial_weights import changed_files, initial_files
 from ...record.numerics import amp_record
 from ...record.run_record import diff_records, flatten_config
 from ...run.enable import HOOK_NAMES
-from ...run.layout import Layout
+from ...run.layout import Layout, accumulative_counts
 from ...run.settings import RunSettings, parse_randomness
 from ..causes import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings
 from ..fixes import initial_fix, key_fix, layout_fix

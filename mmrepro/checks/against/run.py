@@ -28,13 +28,12 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ...data.global_stream import global_batch_fix
 from ...record.initial_weights import initial_differences
 from ...record.run_record import RECORD_NAME, RunRecordError, load_run_record
 from ...resume.checkpoint_io import peek
 from ...resume.preflight import build_offline
 from ...run.config import ConfigError
-from ...run.layout import Layout
+from ...run.layout import Layout, global_batch_fix
 from ...trace import TRACE_NAME, read_trace
 from ...trace.compare import compare_steps, step_lines
 from ..envelope import Rounding, judge_rounding, say_rounding

@@ -12,9 +12,9 @@ import os.path as osp
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List
 
+from ...rng.owned import DRAW_GLOBAL
 from ...trace.compare import TraceDiff
 from ..causes import unkeyed_generators
-from ..fixes import DRAW_GLOBAL
 from ..real_runs import Cause
 from ..runs import Run
 

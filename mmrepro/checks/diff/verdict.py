@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence, Tuple
 
 from ...record.initial_weights import initial_differences
+from ...rng.owned import DRAW_GLOBAL
 from ...trace import TraceDiff
 from ..causes import (
     CANARY_CAUSE,
@@ -31,7 +32,7 @@ from ..envelope import Rounding
 from ..eval_verdict import validation_verdict
 from ..evaluations import EvaluationDiff
 from ..evidence import Comparison
-from ..fixes import DRAW_GLOBAL, next_steps
+from ..fixes import next_steps
 from ..run_data import RunData
 
 __all__ = ['DIFFERENT', 'IDENTICAL', 'INCONCLUSIVE', 'SETTINGS_DIFFER', 'judge_runs',

@@ -115,7 +115,7 @@ def test_logged_iteration_reads_the_loss_of_training_lines_only():
     assert logged_iteration('Epoch(train)  [ 10][100/270]  lr: 1.0e-02  time: 0.1') == ''
     assert logged_iteration(EPOCH_LINE.replace('(train)', '(val)')) is None
     assert logged_iteration('mmrepro: seed 0 (from the config); deterministic=True') is None
-    assert logged_iteration('check_repro: stopping after 2 iterations') is None
+    assert logged_iteration('mmrepro-check: stopping after 2 iterations') is None
 
 
 def test_progress_says_each_iteration_counted_on_from_the_start():

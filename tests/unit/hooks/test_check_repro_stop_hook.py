@@ -43,7 +43,7 @@ def test_the_run_stops_after_max_iters_with_status_0(tmp_path):
     assert probe.ended_at == 4  # after_run ran: the hooks finished the run
     header, lines = T.read_trace(osp.join(runner.log_dir, T.TRACE_NAME))
     assert [line['iter'] for line in lines] == [1, 2, 3, 4, 5] and not header.get('truncated')
-    assert 'check_repro: stopping after 5 iterations' in open(runner.logger.log_file).read()
+    assert 'mmrepro-check: stopping after 5 iterations' in open(runner.logger.log_file).read()
 
 
 def test_it_counts_resumed_iterations_too(tmp_path):
