@@ -6,12 +6,13 @@ from typing import Any, Dict, List, Optional
 
 from mmengine.dist import is_main_process
 
+from ..resume.digests import section_names, weights_digest
 from .evaluation import RECORD_KEY as EVALUATION
 from .evaluation import Image, write_predictions
 from .initial_weights import SECTION as INITIAL
 from .initial_weights import initial_files, model_digest
 from .run_record import collect_run_record, write_run_record
-from .weights import RECORD_KEY, WeightsLedger, section_names, weights_digest
+from .weights import RECORD_KEY, WeightsLedger
 
 
 class RunRecorder:
@@ -94,12 +95,19 @@ class RunRecorder:
                 files=files, model_sha256=model_digest(runner.model))
         self._write(runner)
 
-    def saving(self, runner: Any, checkpoint: Dict[str, Any]) -> None:
-        """Put the record and the weights digest into the checkpoint being written."""
+    def saving(self, runner: Any, checkpoint: Dict[str, Any],
+               digest: Optional[str] = None) -> None:
+        """Put the record and the weights digest into the checkpoint being written.
+
+        Args:
+            runner: The Runner.
+            checkpoint: The checkpoint being written.
+            digest: Its weights digest where already computed; computed here otherwise.
+        """
         if self.record is None:
             return
         checkpoint['meta']['run_record'] = json.loads(json.dumps(self.record, default=str))
-        self.weights.saving(checkpoint)
+        self.weights.saving(checkpoint, digest)
         self._write(runner)
 
     def finish(self, runner: Any) -> None:

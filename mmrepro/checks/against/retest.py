@@ -15,8 +15,8 @@ import subprocess
 from typing import Callable, List
 
 from ...record.run_record import diff_records
-from ...record.weights import weights_digest
 from ...resume.checkpoint_io import safe_load
+from ...resume.digests import weights_digest
 from ...resume.preflight import check_checkpoint_file
 from ..eval_verdict import checkpoint_lines, compare_test_runs
 from ..evaluations import evaluation_lines
