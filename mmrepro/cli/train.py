@@ -110,7 +110,7 @@ def build_config(args: argparse.Namespace):
     if not hasattr(randomness, 'keys'):
         check_training_config(cfg, 1)  # the message that names randomness and its value
     randomness = dict(randomness)
-    for key in ('seed', 'deterministic', 'diff_rank_seed'):
+    for key in ('seed', 'deterministic', 'diff_rank_seed', 'verify_checkpoints'):
         value = getattr(args, key)
         if value is not None:
             randomness[key] = value

@@ -221,9 +221,14 @@ class ReproducibilityHook(Hook):
         self._recorder.saving(runner, checkpoint, seal(checkpoint))
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        """Validate the checkpoint's section against this run; keep it for restoring."""
+        """Validate the checkpoint's section against this run; keep it for restoring;
+        record how it compared with its digests."""
         self._keeper.after_load_checkpoint(runner, checkpoint)
         if getattr(runner, '_resume', False):
             self._recorder.resumed(checkpoint)
         else:
             self._recorder.loaded(runner, checkpoint)
+        state = find_state(runner)
+        if state is not None and state.verification is not None:
+            self._recorder.verified(runner, state.verification.record(
+                allowed=not state.settings.verify_checkpoints))

@@ -1,4 +1,5 @@
-"""The Runner's checkpoints: saved atomically, loaded with mmrepro's allow-list.
+"""The Runner's checkpoints: saved atomically, verified and loaded with mmrepro's
+allow-list.
 
 **Saving.** MMEngine writes ``iter_N.pth`` / ``epoch_N.pth`` in place, then
 ``last_checkpoint``; a run killed during either leaves a truncated file that
@@ -9,16 +10,18 @@ in place of MMEngine's ``CheckpointHook`` in ``default_hooks``, writes
 ``last_checkpoint`` the same way, after the checkpoint is complete. Other backends are
 MMEngine's.
 
-**Loading.** While ``ReproRunner.load_checkpoint`` or ``resume`` runs, MMEngine's loader
-of local files is mmrepro's (``weights_only=True`` and an allow-list of what MMEngine
-checkpoints hold, :mod:`mmrepro.patches.checkpoint_scheme`, scoped by
+**Loading.** Before ``ReproRunner.load_checkpoint`` or ``resume`` loads a local file, it
+is checked against the digests saved in it (:func:`verify_loading`,
+:mod:`mmrepro.resume.verification`). While they run, MMEngine's loader of local files is
+mmrepro's (``weights_only=True`` and an allow-list of what MMEngine checkpoints hold,
+:mod:`mmrepro.patches.checkpoint_scheme`, scoped by
 :data:`~mmrepro.run.scopes.SAFE_LOADING`).
 """
 from __future__ import annotations
 
 import locale
 import os.path as osp
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from mmengine.dist import is_main_process
 from mmengine.fileio import LocalBackend, get_file_backend
@@ -26,6 +29,41 @@ from mmengine.hooks import CheckpointHook
 from mmengine.registry import HOOKS
 
 from ..resume.atomic_write import ATOMIC_BACKEND, atomic_write
+from ..resume.verification import enforce, verify_file
+from ..run.state import log_pending, run_state
+
+
+def verify_loading(runner: Any, filename: Any, resuming: bool, settings: Any = None,
+                   checkpoint: Optional[Dict[str, Any]] = None) -> None:
+    """Check the checkpoint a ReproRunner is about to resume or load against its digests.
+
+    A file that does not match is refused unless ``randomness.verify_checkpoints`` is
+    False. The verdict (once per file: the training tool's, where it checked the file
+    first) goes to the run state, where the run record reads it, and its line to the log.
+
+    Args:
+        runner: The Runner.
+        filename: The checkpoint (a missing file is left to MMEngine, which says so).
+        resuming: Verify what a resume restores, not the weights alone.
+        settings: The run's settings, where the run state has none yet.
+        checkpoint: The file, already read.
+
+    Raises:
+        IntegrityError: It does not match its digests.
+    """
+    state = run_state(runner)
+    settings = settings if settings is not None else state.settings
+    if settings is None or not isinstance(filename, str) or (
+            '://' not in filename and not osp.isfile(osp.expanduser(filename))):
+        return
+    verdict = verify_file(filename, resuming, checkpoint)
+    allowed = not settings.verify_checkpoints
+    enforce(verdict, allowed)
+    said = state.verification
+    if said is None or said.path != verdict.path or not set(verdict.parts) <= set(said.parts):
+        state.verification = verdict  # a resume's loads its weights again: said once
+        state.note(*verdict.log_line(allowed))
+        log_pending(runner)
 
 
 def save_backend_args(out_dir: Any, file_client_args: Optional[dict],

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 
 from ..run.scopes import RUNNER_SETUP, SAFE_LOADING, inside
 from ..run.state import run_state
-from .checkpoints import save_backend_args
+from .checkpoints import save_backend_args, verify_loading
 from .distributed import ddp_config
 from .epoch_loop import checked_train_loop, train_loop_config
 from .evaluation import build_eval_loop, evaluating
@@ -112,17 +112,22 @@ class ReproRunnerMixin:
         return super().save_checkpoint(out_dir, filename, file_client_args, *args,
                                        backend_args=backend_args, **kwargs)
 
-    def load_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        """Local files are loaded with mmrepro's allow-list
-        (:mod:`mmrepro.patches.checkpoint_scheme`)."""
+    def load_checkpoint(self, filename: str, *args: Any, **kwargs: Any) -> Any:
+        """A local file is checked against its weights digest first, and loaded with
+        mmrepro's allow-list (:mod:`.checkpoints`,
+        :mod:`mmrepro.patches.checkpoint_scheme`)."""
+        verify_loading(self, filename, resuming=False)
         with inside(SAFE_LOADING):
-            return super().load_checkpoint(*args, **kwargs)
+            return super().load_checkpoint(filename, *args, **kwargs)
 
-    def resume(self, *args: Any, **kwargs: Any) -> None:
-        """Local files are loaded with mmrepro's allow-list; then a train loader built
-        before the checkpoint was known starts where it stopped (:mod:`.loaders`)."""
+    def resume(self, filename: str, *args: Any, **kwargs: Any) -> None:
+        """A local file is checked against the digests of everything a resume restores
+        first, and loaded with mmrepro's allow-list; then a train loader built before the
+        checkpoint was known starts where it stopped (:mod:`.checkpoints`,
+        :mod:`.loaders`)."""
+        verify_loading(self, filename, resuming=True)
         with inside(SAFE_LOADING):
-            super().resume(*args, **kwargs)
+            super().resume(filename, *args, **kwargs)
         position_after_resume(self)
 
     # ----------------------------------------------------------------------- hooks

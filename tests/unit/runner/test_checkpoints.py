@@ -1,22 +1,26 @@
-"""runner.checkpoints: a ReproRunner loads local checkpoints with mmrepro's allow-list (every
-other load is MMEngine's) and saves them atomically, ``last_checkpoint`` included."""
+"""runner.checkpoints: a ReproRunner verifies a local checkpoint against its digests and
+loads it with mmrepro's allow-list (every other load is MMEngine's), and saves checkpoints
+atomically, ``last_checkpoint`` included."""
 from __future__ import annotations
 
 import glob
+import json
 import os.path as osp
+import shutil
 
 import pytest
 import torch
 from mmengine.hooks import CheckpointHook
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import CheckpointLoader
-from support.checkpoints import checkpoint_like
+from support.checkpoints import checkpoint_like, flip_bit
 from support.toy_runner import Regressor, runner_kwargs
 
 import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.patches import checkpoint_scheme
 from mmrepro.resume import atomic_write
-from mmrepro.resume.checkpoint_io import CheckpointLoadError
+from mmrepro.resume.checkpoint_io import CheckpointLoadError, safe_load
+from mmrepro.resume.verification import IntegrityError
 from mmrepro.run.scopes import SAFE_LOADING
 from mmrepro.runner import checkpoints
 
@@ -141,3 +145,62 @@ def test_the_hook_keeps_at_most_max_keep_ckpts_as_mmengine_does(tmp_path):
                       runner.message_hub.get_info('keep_ckpt_ids'))
     assert kept['mmrepro'] == kept['mmengine']
     assert kept['mmrepro'] == (['iter_15.pth', 'iter_20.pth'], [15, 20])
+
+
+HOOK = [dict(type='ReproducibilityHook', trace_interval=0)]
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+    """A toy run's work dir: checkpoints after epochs 1, 2 and 3."""
+    work_dir = tmp_path_factory.mktemp('trained')
+    torch.manual_seed(11)  # the toy model's initial weights
+    Runner(**runner_kwargs(work_dir, HOOK)).train()
+    return work_dir
+
+
+def _flipped(trained, tmp_path, pick) -> str:
+    """A copy of epoch 1's checkpoint with one bit flipped in the tensor ``pick`` names."""
+    path = str(tmp_path / 'flipped.pth')
+    shutil.copy(trained / 'epoch_1.pth', path)
+    flip_bit(path, pick(safe_load(path)))
+    return path
+
+
+def test_a_resume_that_differs_from_its_digests_is_refused_before_anything_is_written(
+        trained, tmp_path):
+    path = _flipped(trained, tmp_path, lambda c: c['mmrepro']['rng'][0]['torch'])
+    refused = tmp_path / 'refused'
+    with pytest.raises(IntegrityError, match=rf"^Checkpoint {path!r} does not hold what was "
+                       r'saved in it: mmrepro section \(RNG states, data position\): expected '
+                       r"sha256 \w{64}, found \w{64}, the first entry that differs is "
+                       r"mmrepro\['rng'\]\[0\]\['torch'\]\. "):
+        Runner(**runner_kwargs(refused, HOOK, resume=True, load_from=path))
+    assert list(refused.iterdir()) == []  # MMEngine made the work dir: nothing in it
+    anyway = tmp_path / 'anyway'
+    Runner(**runner_kwargs(anyway, HOOK, resume=True, load_from=path, randomness=dict(
+        seed=3, deterministic=True, verify_checkpoints=False))).train()
+    with open(glob.glob(str(anyway / '*' / 'run_record.json'))[0]) as f:
+        entry = json.load(f)['checkpoint_verification']
+    assert entry.pop('problem').startswith('mmrepro section (RNG states, data position): ')
+    assert entry == dict(file=path, verified=False, loaded_anyway=(
+        'randomness.verify_checkpoints=False'), parts=dict(
+        weights='matches', optimizer='matches', mmrepro='differs'))
+    log = open(glob.glob(str(anyway / '*' / '*.log'))[0]).read()
+    assert log.count(f'mmrepro: loading {path} although it does not hold what was saved in '
+                     'it (mmrepro section (RNG states, data position): expected sha256 ') == 1
+
+
+def test_load_from_checks_the_weights_before_they_are_loaded(trained, tmp_path):
+    path = _flipped(trained, tmp_path, lambda c: c['state_dict']['fc.weight'])
+    runner = Runner(**runner_kwargs(tmp_path / 'loaded', HOOK, load_from=path))
+    before = runner.model.fc.weight.detach().clone()
+    with pytest.raises(IntegrityError, match=r"weights: expected sha256 \w{64}, found \w{64}, "
+                       r"the first tensor that differs is state_dict\['fc\.weight'\]\. "):
+        runner.train()
+    assert torch.equal(runner.model.fc.weight.detach(), before)
+    intact = str(trained / 'epoch_2.pth')
+    runner = Runner(**runner_kwargs(tmp_path / 'intact', HOOK, load_from=intact))
+    runner.load_checkpoint(intact)
+    log = open(glob.glob(str(tmp_path / 'intact' / '*' / '*.log'))[0]).read()
+    assert f'mmrepro: verified {intact}: weights match the digests saved with it (' in log
