@@ -8,8 +8,10 @@ their ``sha256sum`` differs too; equal weights digests mean equal weights, byte 
 ``mmrepro-digest``, the run record's ``weights`` section and ``mmrepro-diff`` compare it.
 
 **The part digests** (``meta['part_digests']``): one for each part a resume restores,
-``weights`` (the digest above), ``optimizer``, ``param_schedulers`` and ``mmrepro`` (the
-RNG states, data position and preprocessor state of :mod:`.section`), each with a CRC-32
+``weights`` (the digest above), ``optimizer``, ``param_schedulers``, ``mmrepro`` (the
+RNG states, data position and preprocessor state of :mod:`.section`) and ``meta`` (only
+the epoch, iteration and seed a resume continues from: the rest of ``meta``, where the
+digests themselves live, says where and when it was saved), each with a CRC-32
 of every entry (a tensor, a numpy array, a value, a list of plain values), which names
 the first entry that differs when the part's digest does not match. A part is walked in
 a fixed order: mappings by sorted key, lists and tuples by index (a tuple and a list of
@@ -49,7 +51,9 @@ PARTS_FORMAT = 1
 #: The part that stands for the weights (``state_dict`` and ``ema_state_dict``).
 WEIGHTS = 'weights'
 #: The checkpoint keys a resume restores besides the weights, each a part.
-RESTORED = ('optimizer', 'param_schedulers', 'mmrepro')
+RESTORED = ('optimizer', 'param_schedulers', 'mmrepro', 'meta')
+#: The entries of ``meta`` its part covers: where a resume continues, and the seed.
+META_RESTORED = ('epoch', 'iter', 'seed')
 #: Every part :func:`seal` digests, in the order they are checked.
 PARTS = (WEIGHTS, *RESTORED)
 #: Values hashed by type and ``repr`` (a list of them is one entry).
@@ -269,8 +273,16 @@ def part_digests(checkpoint: Mapping[str, Any], parts: Iterable[str],
         if part == WEIGHTS:
             out[part] = weights_part(checkpoint, entries)
         elif part in checkpoint:
-            out[part] = tree_part(part, checkpoint[part], entries)
+            out[part] = tree_part(part, _part_value(checkpoint, part), entries)
     return out
+
+
+def _part_value(checkpoint: Mapping[str, Any], part: str) -> Any:
+    """What a part digests: the checkpoint's value (``meta``: its restored entries)."""
+    value = checkpoint[part]
+    if part == 'meta' and isinstance(value, Mapping):
+        return {key: value[key] for key in META_RESTORED if key in value}
+    return value
 
 
 def seal(checkpoint: Dict[str, Any]) -> str:

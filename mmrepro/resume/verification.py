@@ -3,8 +3,9 @@
 Every checkpoint mmrepro saves holds the digests of what a resume restores
 (:mod:`.digests`). Before a checkpoint is trained from, tested or bundled, the parts
 that load will use are hashed again and compared: the weights for ``load_from``, a test
-or a bundle's listing; the weights, optimizer state, parameter scheduler state and the
-``mmrepro`` section for a resume. A file that does not match is refused with one line
+or a bundle's listing; the weights, optimizer state, parameter scheduler state, the
+``mmrepro`` section and the training position (``meta``'s epoch, iteration and seed)
+for a resume. A file that does not match is refused with one line
 (:class:`IntegrityError`: the file, each part's expected and found digest, and the first
 tensor or entry that differs), unless ``randomness.verify_checkpoints=False``
 (``--no-verify-checkpoints``), which loads it anyway and says so in the log and the run
@@ -37,7 +38,8 @@ RECORD_KEY = 'checkpoint_verification'
 #: How each part is named in messages.
 PART_NAMES = {WEIGHTS: 'weights', 'optimizer': 'optimizer state',
               'param_schedulers': 'parameter scheduler state',
-              'mmrepro': 'mmrepro section (RNG states, data position)'}
+              'mmrepro': 'mmrepro section (RNG states, data position)',
+              'meta': 'training position (epoch, iteration, seed)'}
 #: How to load a checkpoint that does not match anyway.
 ANYWAY = '--no-verify-checkpoints (randomness.verify_checkpoints=False)'
 

@@ -39,6 +39,6 @@ def test_no_verify_checkpoints_trains_from_a_changed_file_and_the_record_says_so
     assert entry['file'] == path and entry['verified'] is False
     assert entry['loaded_anyway'] == 'randomness.verify_checkpoints=False'
     assert entry['parts'] == dict(weights='differs', optimizer='matches',
-                                  param_schedulers='matches', mmrepro='matches')
+                                  param_schedulers='matches', mmrepro='matches', meta='matches')
     assert record['randomness']['verify_checkpoints'] is False
     assert state_digest(checkpoint(work_dir)) != state_digest(checkpoint(base))  # another run

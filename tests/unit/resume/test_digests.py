@@ -117,6 +117,7 @@ def test_a_sealed_checkpoint_matches_after_a_round_trip_and_keeps_its_weights_di
      "mmrepro['rng'][0]['torch']"),
     ('mmrepro', lambda c: c['mmrepro']['position'].update(global_batches=5),
      "mmrepro['position']['global_batches']"),
+    ('meta', lambda c: c['meta'].update(iter=9), "meta['iter']"),
 ])
 def test_one_changed_value_is_found_in_its_part_and_named(part, change, first):
     checkpoint = _resumable()
@@ -126,6 +127,15 @@ def test_one_changed_value_is_found_in_its_part_and_named(part, change, first):
     assert [p for p, c in checks.items() if c.differs] == [part]
     assert checks[part].first_difference == first
     assert checks[part].found == part_digests(checkpoint, [part])[part].sha256
+
+
+def test_meta_counts_where_training_continues_not_where_or_when_it_was_saved():
+    checkpoint = _resumable()
+    seal(checkpoint)
+    checkpoint['meta'].update(time='20260101_000000', cfg='model = dict()')
+    assert not any(check.differs for check in check_parts(checkpoint, PARTS))
+    checkpoint['meta']['seed'] = 1
+    assert [c.part for c in check_parts(checkpoint, PARTS) if c.differs] == ['meta']
 
 
 def test_what_was_not_digested_is_reported_and_not_hashed(monkeypatch):
@@ -141,7 +151,7 @@ def test_what_was_not_digested_is_reported_and_not_hashed(monkeypatch):
     # An earlier mmrepro saved the weights digest alone; MMEngine none.
     checkpoint['meta'].pop(PARTS_KEY)
     assert [(c.part, c.expected is None) for c in check_parts(checkpoint, PARTS)] == [
-        ('weights', False), ('param_schedulers', True), ('mmrepro', True)]
+        ('weights', False), ('param_schedulers', True), ('mmrepro', True), ('meta', True)]
     checkpoint['meta'].pop(META_KEY)
     assert all(c.expected is None and c.found is None for c in check_parts(checkpoint, PARTS))
 

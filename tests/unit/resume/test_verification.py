@@ -41,7 +41,7 @@ def test_an_intact_file_is_verified_once_per_process(tmp_path, monkeypatch):
                         lambda *args: calls.append(args[1]) or check_parts(*args))
     resumed = verify_file(path, resuming=True)
     assert resumed.verified and calls == [('weights', 'optimizer', 'param_schedulers',
-                                           'mmrepro')]
+                                           'mmrepro', 'meta')]
     assert verify_file(path, resuming=True) is resumed
     loaded = verify_file(path, resuming=False)  # the weights are among them
     assert loaded.verified and [c.part for c in loaded.checks] == ['weights']
@@ -52,10 +52,11 @@ def test_an_intact_file_is_verified_once_per_process(tmp_path, monkeypatch):
     assert verify_file(other, resuming=True).verified and len(calls) == 3  # more parts
     level, line = resumed.log_line(allowed=False)
     assert level == logging.INFO and line.startswith(
-        f'mmrepro: verified {path}: weights, optimizer state and mmrepro section (RNG '
-        'states, data position) match the digests saved with it (')
+        f'mmrepro: verified {path}: weights, optimizer state, mmrepro section (RNG states, '
+        'data position) and training position (epoch, iteration, seed) match the digests '
+        'saved with it (')
     assert resumed.record(allowed=False) == dict(file=path, verified=True, parts=dict(
-        weights='matches', optimizer='matches', mmrepro='matches'))
+        weights='matches', optimizer='matches', mmrepro='matches', meta='matches'))
 
 
 def test_a_flipped_bit_is_refused_in_one_line_naming_the_digests_and_the_tensor(tmp_path):
@@ -96,11 +97,12 @@ def test_files_without_digests_load_and_the_log_says_what_was_not_verified(tmp_p
     torch.save(without_part_digests(_save(plain), weights_too=True), plain)
     verdict = verify_file(old, resuming=True)
     enforce(verdict, allow=False)
-    assert not verdict.verified and verdict.unverified == ['optimizer', 'mmrepro']
+    assert not verdict.verified and verdict.unverified == ['optimizer', 'mmrepro', 'meta']
     assert verdict.log_line(False) == (logging.WARNING, (
-        f'mmrepro: {old}: weights match the digests saved with it; its optimizer state and '
-        'mmrepro section (RNG states, data position) could not be verified (saved without '
-        'their digests, by an earlier mmrepro).'))
+        f'mmrepro: {old}: weights match the digests saved with it; its optimizer state, '
+        'mmrepro section (RNG states, data position) and training position (epoch, '
+        'iteration, seed) could not be verified (saved without their digests, by an '
+        'earlier mmrepro).'))
     verdict = verify_file(plain, resuming=False)
     assert verdict.log_line(False)[1] == (
         f'mmrepro: {plain} holds no digests (written without mmrepro, or by an earlier '

@@ -185,7 +185,7 @@ def test_a_resume_that_differs_from_its_digests_is_refused_before_anything_is_wr
     assert entry.pop('problem').startswith('mmrepro section (RNG states, data position): ')
     assert entry == dict(file=path, verified=False, loaded_anyway=(
         'randomness.verify_checkpoints=False'), parts=dict(
-        weights='matches', optimizer='matches', mmrepro='differs'))
+        weights='matches', optimizer='matches', mmrepro='differs', meta='matches'))
     log = open(glob.glob(str(anyway / '*' / '*.log'))[0]).read()
     assert log.count(f'mmrepro: loading {path} although it does not hold what was saved in '
                      'it (mmrepro section (RNG states, data position): expected sha256 ') == 1
