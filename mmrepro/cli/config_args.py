@@ -21,10 +21,11 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(report(self.prog, ConfigError(message)))
 
 
-def report(prog: str, err: BaseException) -> int:
-    """Print ``err`` as the tool's ``error:`` line on stderr; return exit status 2."""
+def report(prog: str, err: BaseException, status: int = 2) -> int:
+    """Print ``err`` as the tool's ``error:`` line on stderr; return ``status`` (2: bad
+    input)."""
     print(f'{prog}: error: {err}', file=sys.stderr)
-    return 2
+    return status
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

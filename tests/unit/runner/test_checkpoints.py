@@ -1,19 +1,23 @@
 """runner.checkpoints: a ReproRunner verifies a local checkpoint against its digests and
 loads it with mmrepro's allow-list (every other load is MMEngine's), and saves checkpoints
-atomically, ``last_checkpoint`` included."""
+atomically, ``last_checkpoint`` included; a save the disk refuses is one line."""
 from __future__ import annotations
 
+import builtins
 import glob
 import json
 import os.path as osp
+import re
 import shutil
 
 import pytest
+import support.disk_full  # noqa: F401  (registers DiskFullHook)
 import torch
 from mmengine.hooks import CheckpointHook
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import CheckpointLoader
 from support.checkpoints import checkpoint_like, flip_bit
+from support.repro_utils import state_digest
 from support.toy_runner import Regressor, runner_kwargs
 
 import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
@@ -106,9 +110,9 @@ def test_a_reprorunner_saves_through_the_atomic_backend_and_hook(tmp_path, monke
     writes = []
     original = atomic_write.atomic_write
 
-    def spy(path, write):
+    def spy(path, write, **kwargs):
         writes.append(osp.basename(path))
-        return original(path, write)
+        return original(path, write, **kwargs)
 
     monkeypatch.setattr(atomic_write, 'atomic_write', spy)
     monkeypatch.setattr(checkpoints, 'atomic_write', spy)
@@ -126,7 +130,8 @@ def test_a_reprorunner_saves_through_the_atomic_backend_and_hook(tmp_path, monke
 
 def test_a_plain_runner_saves_as_mmengine_does(tmp_path, monkeypatch):
     writes = []
-    monkeypatch.setattr(atomic_write, 'atomic_write', lambda path, write: writes.append(path))
+    monkeypatch.setattr(atomic_write, 'atomic_write',
+                        lambda path, write, **kw: writes.append(path))
     runner = _runner(tmp_path, enabled=False)
     assert [type(h) for h in runner.hooks if isinstance(h, CheckpointHook)] == [CheckpointHook]
     runner.train()
@@ -204,3 +209,32 @@ def test_load_from_checks_the_weights_before_they_are_loaded(trained, tmp_path):
     runner.load_checkpoint(intact)
     log = open(glob.glob(str(tmp_path / 'intact' / '*' / '*.log'))[0]).read()
     assert f'mmrepro: verified {intact}: weights match the digests saved with it (' in log
+
+
+def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes_exactly(trained, tmp_path,
+                                                                          monkeypatch):
+    """With ``max_keep_ckpts=1`` too, the checkpoint to resume from is kept until the next
+    one is complete."""
+    monkeypatch.setattr(builtins, 'open', builtins.open)  # whatever the hook leaves
+    work_dir = tmp_path / 'full'
+    torch.manual_seed(11)  # the initial weights of the run the fixture trained
+    kwargs = runner_kwargs(work_dir, [*HOOK, dict(type='DiskFullHook', name='epoch_2.pth',
+                                                  after_bytes=100)])
+    kwargs['default_hooks']['checkpoint'].update(max_keep_ckpts=1)
+    with pytest.raises(atomic_write.SaveError) as info:
+        Runner(**kwargs).train()
+    last = str(work_dir / 'epoch_1.pth')
+    assert re.fullmatch(
+        rf'cannot write {work_dir / "epoch_2.pth"}: no space left on the device \(it needs '
+        rf'[\d.]+ KiB, [\d.]+ [KMG]iB free in {work_dir}\); nothing was replaced and no partial '
+        f'file is left; the last complete checkpoint is {re.escape(last)}: free space, then '
+        f'continue with --resume {re.escape(last)}', str(info.value)), str(info.value)
+    assert sorted(p.name for p in work_dir.glob('*.pth')) == ['epoch_1.pth']
+    assert not list(work_dir.glob('.*.tmp'))
+    assert (work_dir / 'last_checkpoint').read_text() == last
+    kwargs = runner_kwargs(work_dir, HOOK, resume=True, load_from=last)
+    kwargs['default_hooks']['checkpoint'].update(max_keep_ckpts=1)
+    Runner(**kwargs).train()
+    assert sorted(p.name for p in work_dir.glob('*.pth')) == ['epoch_3.pth']
+    assert state_digest(str(work_dir / 'epoch_3.pth')) == \
+        state_digest(str(trained / 'epoch_3.pth'))

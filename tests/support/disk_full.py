@@ -1,0 +1,73 @@
+"""A test hook that fills the disk while one checkpoint is written.
+
+``DiskFullHook(name='epoch_3.pth', after_bytes=N)``: the first file opened for writing in
+binary whose name holds ``name`` (the checkpoint, or the temporary file a save writes
+first) takes ``N`` bytes, then its next write raises ``OSError(ENOSPC)``, as a full
+disk does; files opened after that are written as usual.
+"""
+from __future__ import annotations
+
+import builtins
+import errno
+import os
+import os.path as osp
+from typing import IO, Any
+
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+
+class _FillingWriter:
+    """A file wrapper whose writes fail with ENOSPC once ``limit`` bytes are written."""
+
+    def __init__(self, file: IO[bytes], limit: int) -> None:
+        self.file, self.limit, self.written = file, limit, 0
+
+    def write(self, data: Any) -> int:
+        data = memoryview(data).cast('B')
+        room = self.limit - self.written
+        if len(data) > room:
+            self.file.write(data[:room])
+            self.written = self.limit
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.written += len(data)
+        return self.file.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.file, name)
+
+    def __enter__(self) -> _FillingWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.file.close()
+
+
+@HOOKS.register_module()
+class DiskFullHook(Hook):
+    """The disk fills while the file named ``name`` is written (see the module).
+
+    Args:
+        name: Part of the file's name, e.g. ``epoch_3.pth``.
+        after_bytes: Bytes that still fit.
+    """
+
+    def __init__(self, name: str, after_bytes: int = 1 << 16) -> None:
+        self.name, self.after_bytes = name, after_bytes
+        self._real_open = None
+
+    def before_train(self, runner) -> None:
+        real_open = self._real_open = builtins.open
+
+        def filling_open(file: Any, mode: str = 'r', *args: Any, **kwargs: Any) -> Any:
+            opened = real_open(file, mode, *args, **kwargs)
+            if 'w' in mode and 'b' in mode and self.name in osp.basename(str(file)):
+                builtins.open = real_open  # once
+                return _FillingWriter(opened, self.after_bytes)
+            return opened
+
+        builtins.open = filling_open
+
+    def after_run(self, runner) -> None:
+        if self._real_open is not None:
+            builtins.open = self._real_open
