@@ -23,18 +23,16 @@ from __future__ import annotations
 import argparse
 import os
 import os.path as osp
-import statistics
 import sys
 import tempfile
-import time
-from typing import Callable, Dict
+from typing import Dict
 
 import torch
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from timing import report  # noqa: E402 (benchmarks/timing.py, next to this script)
+from timing import median_seconds, report  # noqa: E402 (benchmarks/timing.py, beside it)
 
 #: The models: a config file, or one inside MMDetection's package (``mmdet/.mim``).
 CONFIGS = {'demo RetinaNet R18-FPN': osp.join(ROOT, 'configs',
@@ -75,30 +73,31 @@ def checkpoint_of(config: str) -> dict:
                 param_schedulers=[scheduler.state_dict()], mmrepro=section)
 
 
-def median_ms(run: Callable[[], object], repeats: int) -> float:
-    """Median milliseconds of ``run``."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
 def measure(checkpoint: dict, path: str, repeats: int) -> Dict[str, float]:
     """Median milliseconds of each step (see the module)."""
     from mmrepro.resume.checkpoint_io import peek, safe_load
     from mmrepro.resume.digests import PARTS, WEIGHTS, check_parts, seal, weights_digest
-    out = dict(save=median_ms(lambda: torch.save(checkpoint, path), repeats),
-               weights=median_ms(lambda: weights_digest(checkpoint), repeats),
-               seal=median_ms(lambda: seal(checkpoint), repeats))
+    steps = dict(save=lambda: torch.save(checkpoint, path),
+                 weights=lambda: weights_digest(checkpoint), seal=lambda: seal(checkpoint))
+    out = {step: median_seconds(run, repeats) * 1e3 for step, run in steps.items()}
     torch.save(checkpoint, path)  # sealed
     checks = check_parts(peek(path), PARTS)
     assert checks and not any(check.differs for check in checks), checks
-    out.update(load=median_ms(lambda: safe_load(path), repeats),
-               resume=median_ms(lambda: check_parts(peek(path), PARTS), repeats),
-               weights_only=median_ms(lambda: check_parts(peek(path), (WEIGHTS,)), repeats))
+    steps = dict(load=lambda: safe_load(path), resume=lambda: check_parts(peek(path), PARTS),
+                 weights_only=lambda: check_parts(peek(path), (WEIGHTS,)))
+    out.update({step: median_seconds(run, repeats) * 1e3 for step, run in steps.items()})
     return out
+
+
+def row(name: str, config: str, path: str, repeats: int) -> str:
+    """The table's row of one model, its checkpoint written to ``path``."""
+    checkpoint = checkpoint_of(config)
+    ms = measure(checkpoint, path, repeats)
+    weights = sum(t.numel() * t.element_size() for t in checkpoint['state_dict'].values())
+    sizes = f'{weights / 2**20:.0f} MiB | {os.path.getsize(path) / 2**20:.0f} MiB'
+    times = ' | '.join(f'{ms[step]:.0f} ms' for step in (
+        'save', 'weights', 'seal', 'load', 'resume', 'weights_only'))
+    return f'| {name} | {sizes} | {times} |'
 
 
 def main() -> None:
@@ -106,22 +105,14 @@ def main() -> None:
     parser.add_argument('--repeats', type=int, default=5, help='timings of each (median)')
     parser.add_argument('--out', help='also write the table to this Markdown file')
     args = parser.parse_args()
-    rows = ['| model | weights | checkpoint file | torch.save | weights digest (before) | '
+    with tempfile.TemporaryDirectory(prefix='mmrepro-bench-verify-') as tmp:
+        rows = [row(name, config, osp.join(tmp, 'epoch_1.pth'), args.repeats)
+                for name, config in CONFIGS.items()]
+    head = ['| model | weights | checkpoint file | torch.save | weights digest (before) | '
             'all digests at save | safe_load | verify a resume | verify the weights |',
             '|---|---|---|---|---|---|---|---|---|']
-    with tempfile.TemporaryDirectory(prefix='mmrepro-bench-verify-') as tmp:
-        path = osp.join(tmp, 'epoch_1.pth')
-        for name, config in CONFIGS.items():
-            checkpoint = checkpoint_of(config)
-            weights = sum(t.numel() * t.element_size()
-                          for t in checkpoint['state_dict'].values())
-            ms = measure(checkpoint, path, args.repeats)
-            rows.append(f"| {name} | {weights / 2**20:.0f} MiB | "
-                        f"{os.path.getsize(path) / 2**20:.0f} MiB | {ms['save']:.0f} ms | "
-                        f"{ms['weights']:.0f} ms | {ms['seal']:.0f} ms | {ms['load']:.0f} ms | "
-                        f"{ms['resume']:.0f} ms | {ms['weights_only']:.0f} ms |")
     report('Checkpoint digests at save and verification at load (CPU)',
-           torch.get_num_threads(), f'median of {args.repeats}', rows, args.out)
+           torch.get_num_threads(), f'median of {args.repeats}', head + rows, args.out)
 
 
 if __name__ == '__main__':

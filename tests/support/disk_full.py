@@ -11,36 +11,19 @@ import builtins
 import errno
 import os
 import os.path as osp
-from typing import IO, Any
+from typing import Any
 
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
+from support.restart_plugin import LimitedWriter
 
-class _FillingWriter:
-    """A file wrapper whose writes fail with ENOSPC once ``limit`` bytes are written."""
 
-    def __init__(self, file: IO[bytes], limit: int) -> None:
-        self.file, self.limit, self.written = file, limit, 0
+class _FillingWriter(LimitedWriter):
+    """A file wrapper whose write fails with ENOSPC once ``limit`` bytes are written."""
 
-    def write(self, data: Any) -> int:
-        data = memoryview(data).cast('B')
-        room = self.limit - self.written
-        if len(data) > room:
-            self.file.write(data[:room])
-            self.written = self.limit
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        self.written += len(data)
-        return self.file.write(data)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.file, name)
-
-    def __enter__(self) -> _FillingWriter:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.file.close()
+    def stop(self) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 @HOOKS.register_module()
