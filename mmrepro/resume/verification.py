@@ -127,6 +127,9 @@ class Verdict:
                 'record says it was not verified.')
         matched = [PART_NAMES.get(c.part, c.part) for c in self.checks
                    if c.expected is not None and not c.differs]
+        if not self.checks:
+            return logging.WARNING, (f'mmrepro: {self.path} holds nothing mmrepro digests '
+                                     '(no state dict): it was not verified.')
         if not self.unverified:
             return logging.INFO, (f'mmrepro: verified {self.path}: {_listed(matched)} match '
                                   f'the digests saved with it ({self.seconds:.2f} s).')

@@ -109,6 +109,10 @@ def test_files_without_digests_load_and_the_log_says_what_was_not_verified(tmp_p
         'release): its weights could not be verified; loaded as it is.')
     assert verdict.record(False) == dict(file=plain, verified=False,
                                          parts=dict(weights='no digest'))
+    odd = str(tmp_path / 'odd.pth')
+    torch.save([1, 2], odd)
+    assert verify_file(odd, resuming=False).log_line(False)[1] == (
+        f'mmrepro: {odd} holds nothing mmrepro digests (no state dict): it was not verified.')
     url = verify_file('https://example.org/x.pth', resuming=False)
     assert not url.verified and url.log_line(False)[1] == (
         'mmrepro: https://example.org/x.pth is not a local file (MMEngine fetches it): it '
