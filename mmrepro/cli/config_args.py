@@ -21,17 +21,19 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(report(self.prog, ConfigError(message)))
 
 
-def report(prog: str, err: BaseException) -> int:
-    """Print ``err`` as the tool's ``error:`` line on stderr; return exit status 2."""
+def report(prog: str, err: BaseException, status: int = 2) -> int:
+    """Print ``err`` as the tool's ``error:`` line on stderr; return ``status`` (2: bad
+    input)."""
     print(f'{prog}: error: {err}', file=sys.stderr)
-    return 2
+    return status
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments ``tools/train.py`` and ``tools/test.py`` share: MMDetection's
     ``--cfg-options`` (kept a list of ``KEY=VALUE`` strings, parsed by
     :func:`mmrepro.run.config.load_config`), ``--launcher`` and ``--local_rank``, and
-    mmrepro's ``--deterministic``/``--no-deterministic``."""
+    mmrepro's ``--deterministic``/``--no-deterministic`` and
+    ``--verify-checkpoints``/``--no-verify-checkpoints``."""
     parser.add_argument(
         '--cfg-options', nargs='+', action='extend', default=[], metavar='KEY=VALUE',
         help='override some settings in the used config, the key-value pair in xxx=yyy '
@@ -45,6 +47,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--deterministic', action=argparse.BooleanOptionalAction,
                         default=None, help='deterministic algorithms on or off (overrides '
                         'randomness.deterministic)')
+    parser.add_argument('--verify-checkpoints', action=argparse.BooleanOptionalAction,
+                        default=None, help='refuse a checkpoint that does not match the '
+                        'digests saved in it (the default); --no-verify-checkpoints loads it '
+                        'anyway and the run record says so (overrides '
+                        'randomness.verify_checkpoints)')
 
 
 def parse_run_args(parser: argparse.ArgumentParser,

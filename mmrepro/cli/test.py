@@ -97,8 +97,12 @@ def build_config(args: argparse.Namespace) -> Any:
     randomness = dict(cfg.get('randomness') or {})
     if args.deterministic is not None:
         randomness['deterministic'] = args.deterministic
+    if args.verify_checkpoints is not None:
+        randomness['verify_checkpoints'] = args.verify_checkpoints
     cfg.randomness = randomness
     check_training_config(cfg, None)  # randomness, before anything is built
+    check_checkpoint_file(args.checkpoint, 'CHECKPOINT', 'give the .pth file to test',
+                          randomness)  # against its weights digest
     if args.show or args.show_dir:
         from mmdet.engine.hooks.utils import trigger_visualization_hook
         cfg = trigger_visualization_hook(cfg, args)

@@ -38,7 +38,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         'MMSegmentation and other OpenMMLab codebases',
         epilog='exit status: 0 trained (with --check-config: arguments and config valid); '
         '2 bad arguments or config (one error: line, before anything is built or written); '
-        '1 training failed (traceback)')
+        '1 training failed (traceback), or a checkpoint could not be written (one error: '
+        'line: no space, permission denied, a read-only file system)')
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the dir to save logs and models')
     parser.add_argument('--amp', action='store_true', default=False,
@@ -110,7 +111,7 @@ def build_config(args: argparse.Namespace):
     if not hasattr(randomness, 'keys'):
         check_training_config(cfg, 1)  # the message that names randomness and its value
     randomness = dict(randomness)
-    for key in ('seed', 'deterministic', 'diff_rank_seed'):
+    for key in ('seed', 'deterministic', 'diff_rank_seed', 'verify_checkpoints'):
         value = getattr(args, key)
         if value is not None:
             randomness[key] = value
@@ -249,8 +250,12 @@ def main(argv: Optional[List[str]] = None):
         setup_cache_size_limit_of_dynamo()
     except ImportError:
         pass
+    from ..resume.atomic_write import SaveError
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
-    runner.train()
+    try:
+        runner.train()
+    except SaveError as err:  # the disk or file system refused a checkpoint: one line
+        sys.exit(report(osp.basename(sys.argv[0]), err, status=1))
     _report(runner)
     close_process_group(runner)
     return runner

@@ -23,15 +23,21 @@ from __future__ import annotations
 
 import os
 import os.path as osp
+import shutil
 import subprocess
 import sys
 from typing import Tuple
 
 import pytest
 import torch
+from support.checkpoints import flip_bit
 from support.doc_examples import assert_shows
 from support.error_contract import LAUNCHER_VARIABLES, Tool, run_tool
 from support.repro_utils import CONFIGS, REPO, checkpoint, pythonpath, write_config
+
+from mmrepro.resume.checkpoint_io import safe_load
+from mmrepro.resume.digests import PARTS_KEY, part_digests
+from mmrepro.resume.verification import PART_NAMES
 
 DEMO = CONFIGS['retinanet']  # batch_size 2, no accumulation
 NO_KEY_VALUE = ("--cfg-options expects KEY=VALUE pairs, got 'randomness.seed' (no value): "
@@ -66,6 +72,16 @@ OTHER_MODEL = (
     'model); expected a checkpoint of this config: resume with the config that wrote it, or '
     'pass --cfg-options load_from={retina_ckpt} without --resume to start a new run from its '
     'weights')
+
+
+#: A checkpoint with one bit flipped (:data:`FLIPPED`), after the argument that names it.
+FLIPPED_LINE = (
+    "'{flipped}' does not hold what was saved in it: {part}: expected sha256 {expected}, "
+    'found {found}, the first {unit} that differs is {first}. It was changed or damaged after '
+    'it was saved (a copy, a transfer, the storage): copy it again from where it was '
+    'written, or resume from another checkpoint; nothing was written. To load it anyway: '
+    '--no-verify-checkpoints (randomness.verify_checkpoints=False); the run record then says '
+    'it was not verified.')
 
 
 def _global_batch(expected: int, ranks: int, fix: int) -> str:
@@ -242,6 +258,14 @@ CASES = {
         '--cfg-options load_from={bare} without --resume'),
     'train-resume-another-model': (TRAIN, [*W, '{faster}', '--resume', '{retina_ckpt}'],
                                    'train.py: error: ' + OTHER_MODEL),
+    'train-resume-flipped-weight': (TRAIN, [*W, DEMO, '--resume', '{flipped}'],
+                                    'train.py: error: --resume ' + FLIPPED_LINE),
+    'train-resume-flipped-moment': (TRAIN, [*W, DEMO, '--resume', '{flipped}'],
+                                    'train.py: error: --resume ' + FLIPPED_LINE),
+    'train-resume-flipped-rng-state': (TRAIN, [*W, DEMO, '--resume', '{flipped}'],
+                                       'train.py: error: --resume ' + FLIPPED_LINE),
+    'test-flipped-checkpoint': (TEST, [*W, DEMO, '{flipped}'],
+                                'mmrepro-test: error: CHECKPOINT ' + FLIPPED_LINE),
     'train-load-from-missing-file': (
         TRAIN, [*W, DEMO, '--cfg-options', 'load_from={missing}.pth'],
         "train.py: error: load_from '{missing}.pth': no such file, expected a checkpoint file "
@@ -293,6 +317,10 @@ CASES = {
 #: The cases that name the session's cached RetinaNet run or the Faster R-CNN test config.
 NEEDS_RUNS = ('train-resume-work-dir', 'train-resume-another-model', 'digest-work-dir',
               'check-config-resume-another-model', 'dist-resume-another-model')
+#: The cases that resume or test a copy of the cached RetinaNet run's first checkpoint
+#: with one bit flipped (``{flipped}``), and the part it is flipped in.
+FLIPPED = {'train-resume-flipped-weight': 'weights', 'train-resume-flipped-moment': 'optimizer',
+           'train-resume-flipped-rng-state': 'mmrepro', 'test-flipped-checkpoint': 'weights'}
 #: The cases run in a real subprocess (the module's docstring says why); the others call
 #: the tool's ``main`` in this process.
 IN_SUBPROCESS = (*sorted(case for case, (tool, _, _) in CASES.items()
@@ -335,6 +363,30 @@ def _with_runs(places: dict, request, tmp_path) -> dict:
                 retina_last=checkpoint(retina), faster=faster)
 
 
+def _with_flipped(places: dict, request, tmp_path, part: str) -> dict:
+    """``places`` and a copy of the cached RetinaNet run's first checkpoint with one bit
+    flipped in ``part`` (``{flipped}``), and what the line says of it."""
+    runs = request.getfixturevalue('runs')
+    path = tmp_path / 'flipped' / 'epoch_1.pth'
+    path.parent.mkdir()
+    shutil.copy(checkpoint(runs.get('retinanet', 'base'), 'epoch_1.pth'), path)
+    saved = safe_load(str(path))
+    if part == 'weights':
+        name = 'bbox_head.retina_cls.weight'
+        tensor, first = saved['state_dict'][name], f'state_dict[{name!r}]'
+    elif part == 'optimizer':
+        key = next(iter(saved['optimizer']['state']))
+        tensor = saved['optimizer']['state'][key]['momentum_buffer']
+        first = f"optimizer['state'][{key!r}]['momentum_buffer']"
+    else:
+        tensor, first = saved['mmrepro']['rng'][0]['torch'], "mmrepro['rng'][0]['torch']"
+    flip_bit(str(path), tensor)
+    found = part_digests(safe_load(str(path)), [part])[part].sha256
+    return dict(places, flipped=str(path), part=PART_NAMES[part], first=first, found=found,
+                expected=saved['meta'][PARTS_KEY]['parts'][part]['sha256'],
+                unit='tensor' if part == 'weights' else 'entry')
+
+
 def _run(case: str, places: dict, cwd: str, capfd, monkeypatch) -> Tuple[int, str]:
     """Run ``case`` from ``cwd``: its exit status and stderr."""
     tool, args, _ = CASES[case]
@@ -368,6 +420,8 @@ def test_bad_input_is_one_error_line_exit_2_and_nothing_written(case, places, tm
                                                                  request, capfd, monkeypatch):
     if case in NEEDS_RUNS:
         places = _with_runs(places, request, tmp_path)
+    if case in FLIPPED:
+        places = _with_flipped(places, request, tmp_path, FLIPPED[case])
     cwd = tmp_path / 'cwd'
     cwd.mkdir()
     files = sorted(os.listdir(places['files']))
