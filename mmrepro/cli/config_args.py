@@ -1,20 +1,34 @@
-"""The tools' argument parser and error line: one ``error:`` line, exit status 2.
+"""The tools' argument parser and error line.
 
-Configs and ``--cfg-options`` are loaded by :mod:`mmrepro.run.config`, whose
-:class:`~mmrepro.run.config.ConfigError` messages the tools print with :func:`report`.
+Every error is one line, ``<name>: error: <message>``, with exit status 2. ``<name>`` is
+the tool's console script (setup.cfg's ``console_scripts``: ``mmrepro-train``,
+``mmrepro-test``, ``mmrepro-matrix``...) however it was started (the console script,
+``tools/train.py``, ``python -m mmrepro.cli.train``): one name per tool, the one its
+``--help`` and the documentation use. Configs and ``--cfg-options`` are loaded by
+:mod:`mmrepro.run.config`, whose :class:`~mmrepro.run.config.ConfigError` messages the
+tools print with :func:`report`.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import List, NoReturn, Optional
+from typing import Any, List, NoReturn, Optional
 
 from ..run.config import ConfigError
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """``argparse.ArgumentParser`` whose errors are one ``error:`` line (no usage block)."""
+    """``argparse.ArgumentParser`` whose errors are one ``error:`` line (no usage block).
+
+    Args:
+        prog: The tool's console script name, which begins its usage and error lines
+            (not ``sys.argv[0]``, which differs with the way the tool was started).
+        **kwargs: ``argparse.ArgumentParser``'s other arguments.
+    """
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        super().__init__(prog=prog, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         """Print ``<prog>: error: <message>`` and exit with status 2."""
@@ -22,7 +36,12 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def report(prog: str, err: BaseException) -> int:
-    """Print ``err`` as the tool's ``error:`` line on stderr; return exit status 2."""
+    """Print ``err`` as ``<prog>: error: <err>`` on stderr; return exit status 2.
+
+    Args:
+        prog: The tool's console script name (``mmrepro-train``...).
+        err: What was wrong, in one line.
+    """
     print(f'{prog}: error: {err}', file=sys.stderr)
     return 2
 

@@ -26,6 +26,8 @@ from ..run.enable import enable_in_config
 from ..run.settings import check_seed
 from .config_args import ArgumentParser, add_run_arguments, parse_run_args, report
 
+PROG = 'mmrepro-train'
+
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Parse MMDetection's training arguments and mmrepro's seeding flags.
@@ -34,7 +36,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     :func:`build_config` (so a malformed one is an ``error:`` line, not a traceback).
     """
     parser = ArgumentParser(
-        description='Train an MMEngine config reproducibly (mmrepro): MMDetection, '
+        prog=PROG, description='Train an MMEngine config reproducibly (mmrepro): MMDetection, '
         'MMSegmentation and other OpenMMLab codebases',
         epilog='exit status: 0 trained (with --check-config: arguments and config valid); '
         '2 bad arguments or config (one error: line, before anything is built or written); '
@@ -230,7 +232,7 @@ def main(argv: Optional[List[str]] = None):
         cfg = build_config(args)
         check_run_inputs(args, cfg)
     except (ValueError, TypeError) as err:
-        sys.exit(report(osp.basename(sys.argv[0]), err))
+        sys.exit(report(PROG, err))
     if args.check_config:
         print(f'{args.config}: arguments and config are valid')
         sys.exit(0)
