@@ -1,4 +1,4 @@
-"""The tools' argument parser and error line.
+"""The tools' argument parser, error line and ``work_dir``.
 
 Every error is one line, ``<name>: error: <message>``, with exit status 2. ``<name>`` is
 the tool's console script (setup.cfg's ``console_scripts``: ``mmrepro-train``,
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import os.path as osp
 import sys
 from typing import Any, List, NoReturn, Optional
 
@@ -74,3 +75,19 @@ def parse_run_args(parser: argparse.ArgumentParser,
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
     return args
+
+
+def set_work_dir(cfg: Any, work_dir: Optional[str], config: str) -> None:
+    """Set ``cfg.work_dir`` as MMDetection's ``tools/train.py`` and ``tools/test.py`` do:
+    ``--work-dir`` where given, else the config's ``work_dir``, else
+    ``./work_dirs/<config file name without .py>``.
+
+    Args:
+        cfg: The loaded config.
+        work_dir: ``--work-dir`` (None: not given).
+        config: The config file's path, as given.
+    """
+    if work_dir is not None:
+        cfg.work_dir = work_dir
+    elif cfg.get('work_dir', None) is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(config))[0])

@@ -24,7 +24,13 @@ from ..run.config import (
 )
 from ..run.enable import enable_in_config
 from ..run.settings import check_seed
-from .config_args import ArgumentParser, add_run_arguments, parse_run_args, report
+from .config_args import (
+    ArgumentParser,
+    add_run_arguments,
+    parse_run_args,
+    report,
+    set_work_dir,
+)
 
 PROG = 'mmrepro-train'
 
@@ -91,10 +97,7 @@ def build_config(args: argparse.Namespace):
     cfg = load_config(args.config, args.cfg_options)
     cfg.launcher = args.launcher
 
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    set_work_dir(cfg, args.work_dir, args.config)
 
     if args.amp:
         _enable_amp(cfg)
