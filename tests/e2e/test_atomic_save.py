@@ -89,12 +89,12 @@ def test_a_disk_that_fills_during_a_save_is_one_line_and_resume_is_exact(runs, t
     assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr[-3000:]
     saving = str(work_dir / 'epoch_3.pth')
     assert re.fullmatch(
-        rf'train\.py: error: cannot write {re.escape(saving)}: no space left on the device '
+        rf'mmrepro-train: error: cannot write {re.escape(saving)}: no space left on the device '
         rf'\(it needs [\d.]+ MiB, [\d.]+ [KMG]iB free in {re.escape(str(work_dir))}\); nothing '
         'was replaced and no partial file is left; the last complete checkpoint is '
         f'{re.escape(last)}: free space, then continue with --resume {re.escape(last)}',
         proc.stderr.splitlines()[-1]), proc.stderr[-3000:]
-    assert sum(line.startswith('train.py: error:') for line in proc.stderr.splitlines()) == 1
+    assert sum(line.startswith('mmrepro-train: error:') for line in proc.stderr.splitlines()) == 1
     assert sorted(n for n in os.listdir(work_dir) if n.endswith(('.pth', '.tmp'))) == [
         'iter_20.pth']
     assert (work_dir / 'last_checkpoint').read_text() == last
