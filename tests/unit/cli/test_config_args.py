@@ -14,7 +14,8 @@ from mmrepro.cli.config_args import set_work_dir
 #: ``tools/`` script.
 TOOLS = {'mmrepro-train': 'train.py', 'mmrepro-test': 'test.py',
          'mmrepro-matrix': 'support_matrix.py', 'mmrepro-demo-data': 'make_demo_data.py',
-         'mmrepro-digest': 'weights_digest.py', 'mmrepro-bundle': 'bundle.py'}
+         'mmrepro-digest': 'weights_digest.py', 'mmrepro-bundle': 'bundle.py',
+         'mmrepro-check': 'check_repro.py', 'mmrepro-diff': 'repro_diff.py'}
 
 
 @pytest.mark.parametrize('how', ['tools/{script}', 'mmrepro/cli/{script}', 'bin/{name}'])
@@ -35,7 +36,7 @@ def test_every_error_line_begins_with_the_console_scripts_name(name, how, monkey
 
 
 def test_the_tools_named_here_are_setup_cfgs():
-    assert set(TOOLS) <= set(console_scripts())
+    assert set(TOOLS) == set(console_scripts())
 
 
 @pytest.mark.parametrize('given, in_config, expected', [
