@@ -1,7 +1,7 @@
 """``tools/support_matrix.py``: which MMDetection families train bit-exactly, measured.
 
 For every family config in ``configs/zoo/`` this runs the checks of
-:mod:`mmrepro.checks.support_matrix` (rerun, another ``num_workers``, resume
+:mod:`mmrepro.checks.matrix.run` (rerun, another ``num_workers``, resume
 mid-epoch, resume from every epoch) and prints a Markdown table, also written to
 ``--out`` (default ``benchmarks/results/support_matrix_<device>.md``). The device is the
 one training uses: CUDA when visible, else CPU.
@@ -18,8 +18,7 @@ from typing import List, Optional
 
 import torch
 
-from ..checks.runs import load_config
-from ..checks.support_matrix import (
+from ..checks.matrix.run import (
     CHECKS,
     FAMILIES,
     RESULTS_DIR,
@@ -28,6 +27,7 @@ from ..checks.support_matrix import (
     format_table,
     run_family_checks,
 )
+from ..checks.runs import load_config
 from ..run.config import parse_cfg_options
 from .config_args import ArgumentParser, report
 
