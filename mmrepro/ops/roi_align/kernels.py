@@ -35,7 +35,7 @@ __all__ = ['build_entries', 'csr_rows', 'roi_align_backward', 'roi_point_entries
 #: Sampling points per program of the entries kernel.
 POINTS_PER_PROGRAM = 256
 #: Triton dtype of each input dtype: the forward's arithmetic the backward repeats.
-_TL_DTYPE = {torch.float16: 'float16', torch.bfloat16: 'bfloat16', torch.float32: 'float32',
+TL_DTYPE = {torch.float16: 'float16', torch.bfloat16: 'bfloat16', torch.float32: 'float32',
              torch.float64: 'float64'}
 
 
@@ -93,7 +93,7 @@ def roi_point_entries(kernel_name: str, per_roi: Sequence[Tensor], grid: Tuple[T
         point_roi, first, batch.to(torch.int32).contiguous(), *as_c,
         grid_h.to(torch.int32).contiguous(), grid_w.to(torch.int32).contiguous(), scale,
         keys, rows, weights, total, height, width, pooled[0], pooled[1],
-        BLOCK=POINTS_PER_PROGRAM, COORD=getattr(module.tl, _TL_DTYPE[dtype]))
+        BLOCK=POINTS_PER_PROGRAM, COORD=getattr(module.tl, TL_DTYPE[dtype]))
     return keys, rows, weights
 
 
