@@ -61,6 +61,11 @@ class RoIAlignRotatedFunction(torch.autograd.Function):
     """``mmcv.ops.roi_align_rotated``: mmcv's forward, the sorted-entries backward."""
 
     @staticmethod
+    def takes(*args: Any) -> bool:
+        """Whether mmcv's ``Function`` accepts ``apply(*args)`` (it checks nothing)."""
+        return True
+
+    @staticmethod
     def forward(ctx, input: Tensor, rois: Tensor, output_size: IntPair,
                 spatial_scale: float, sampling_ratio: int = 0, aligned: bool = True,
                 clockwise: bool = False) -> Tensor:
@@ -93,6 +98,11 @@ def riroi_out_size(out_size: Any) -> Optional[Tuple[int, int]]:
 
 class RiRoIAlignRotatedFunction(torch.autograd.Function):
     """``mmcv.ops.riroi_align_rotated``: mmcv's forward, the sorted-entries backward."""
+
+    @staticmethod
+    def takes(*args: Any) -> bool:
+        """Whether mmcv's ``Function`` accepts ``apply(*args)``: an ``out_size`` it reads."""
+        return len(args) > 2 and riroi_out_size(args[2]) is not None
 
     @staticmethod
     def forward(ctx, features: Tensor, rois: Tensor, out_size: IntPair,
@@ -132,6 +142,11 @@ class RiRoIAlignRotatedFunction(torch.autograd.Function):
 
 class RotatedFeatureAlignFunction(torch.autograd.Function):
     """``mmcv.ops.rotated_feature_align``: mmcv's forward, the sorted-entries backward."""
+
+    @staticmethod
+    def takes(*args: Any) -> bool:
+        """Whether mmcv's ``Function`` accepts ``apply(*args)``: 1 or 5 ``points``."""
+        return len(args) > 3 and args[3] in (1, 5)
 
     @staticmethod
     def forward(ctx, features: Tensor, best_rbboxes: Tensor, spatial_scale: float,

@@ -117,7 +117,7 @@ def cyclic_shift(t: Tensor, shift: Tensor, num_orientations: int) -> Tensor:
     """
     k, channels = t.shape[:2]
     rest = t.shape[2:]
-    view = t.reshape(k, channels // num_orientations, num_orientations, -1)
+    view = t.reshape(k, channels // num_orientations, num_orientations, rest.numel())
     index = (torch.arange(num_orientations, device=t.device)[None] + shift[:, None])
     index = index.remainder(num_orientations)[:, None, :, None].expand_as(view)
     return torch.gather(view, 2, index).reshape(k, channels, *rest)
