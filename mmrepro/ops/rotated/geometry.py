@@ -26,9 +26,13 @@ __all__ = ['cyclic_shift', 'feature_align_points', 'orientation_shift',
            'rotated_roi_geometry']
 
 
-def _scale(spatial_scale: float, like: Tensor) -> Tensor:
-    """``spatial_scale`` as mmcv's kernels see it: a C++ float, then the kernel's type."""
-    return torch.tensor(spatial_scale, dtype=torch.float32, device=like.device).to(like.dtype)
+def _scale(spatial_scale: float, dtype: torch.dtype) -> float:
+    """``spatial_scale`` as mmcv's kernels see it: a C++ float, then the kernel's type.
+
+    A Python number (no copy to the device): PyTorch multiplies a tensor by it in the
+    tensor's dtype (float for half, then rounded), as ``c10::Half`` multiplies two halves.
+    """
+    return torch.tensor(spatial_scale, dtype=torch.float32).to(dtype).item()
 
 
 def rotated_roi_geometry(rois: Tensor, pooled: Tuple[int, int], spatial_scale: float,
@@ -54,7 +58,7 @@ def rotated_roi_geometry(rois: Tensor, pooled: Tuple[int, int], spatial_scale: f
         about the center: ``y = yy * cos - xx * sin + center_h``,
         ``x = yy * sin + xx * cos + center_w``; a bin's sum is divided by ``count``.
     """
-    scale = _scale(spatial_scale, rois)
+    scale = _scale(spatial_scale, rois.dtype)
     offset = 0.5 if aligned else 0.0
     center_w = rois[:, 1] * scale - offset
     center_h = rois[:, 2] * scale - offset
@@ -135,7 +139,7 @@ def feature_align_points(bboxes: Tensor, spatial_scale: float, points: int) -> T
     Returns:
         ``(2, N * H * W, points)``: the ``y`` and ``x`` of each point, in mmcv's order.
     """
-    scale = _scale(spatial_scale, bboxes)
+    scale = _scale(spatial_scale, bboxes.dtype)
     roi_y = bboxes[..., 0] * scale
     roi_x = bboxes[..., 1] * scale
     ys, xs = [roi_y], [roi_x]
