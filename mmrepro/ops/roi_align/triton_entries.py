@@ -41,24 +41,6 @@ def _div(a, b, COORD: tl.constexpr):
 
 
 @triton.jit
-def _roi_point(e, total, point_roi, roi_first, grid_h, grid_w, pooled_w):
-    """RoI, bin and grid position of the sampling points ``e`` (consecutive per RoI)."""
-    live = e < total
-    r = tl.load(point_roi + e, mask=live, other=0)
-    local = e - tl.load(roi_first + r, mask=live, other=0)
-    gh = tl.load(grid_h + r, mask=live, other=1)
-    gw = tl.load(grid_w + r, mask=live, other=1)
-    points = gh * gw
-    b = local // points
-    rest = local - b * points
-    iy = rest // gw
-    ix = rest - iy * gw
-    ph = b // pooled_w
-    pw = b - ph * pooled_w
-    return live, r, b, iy, ix, ph, pw, gh, gw
-
-
-@triton.jit
 def _bin_coord(start, p, bin_size, i, grid, COORD: tl.constexpr):
     """``start + p * bin_size + (i + .5f) * bin_size / grid``, left to right as mmcv.
 
@@ -73,6 +55,31 @@ def _bin_coord(start, p, bin_size, i, grid, COORD: tl.constexpr):
     step = _round(((i.to(cdt) + 0.5) * bin_size), COORD)
     step = _round(_div(step, grid.to(cdt), COORD), COORD)
     return _round((v + step), COORD)
+
+
+@triton.jit
+def _bin_point(e, total, point_roi, roi_first, start_h, start_w, bin_h, bin_w, grid_h,
+               grid_w, pooled_w, COORD: tl.constexpr):
+    """RoI ``r``, bin ``b`` and sampling point ``(y, x)`` (before any rotation) of the
+    entries' points ``e`` (consecutive per RoI, in (bin, iy, ix) order); ``live`` is
+    ``e < total``."""
+    live = e < total
+    r = tl.load(point_roi + e, mask=live, other=0)
+    local = e - tl.load(roi_first + r, mask=live, other=0)
+    gh = tl.load(grid_h + r, mask=live, other=1)
+    gw = tl.load(grid_w + r, mask=live, other=1)
+    points = gh * gw
+    b = local // points
+    rest = local - b * points
+    iy = rest // gw
+    ix = rest - iy * gw
+    ph = b // pooled_w
+    pw = b - ph * pooled_w
+    y = _bin_coord(tl.load(start_h + r, mask=live, other=0), ph,
+                   tl.load(bin_h + r, mask=live, other=0), iy, gh, COORD)
+    x = _bin_coord(tl.load(start_w + r, mask=live, other=0), pw,
+                   tl.load(bin_w + r, mask=live, other=0), ix, gw, COORD)
+    return live, r, b, y, x
 
 
 @triton.jit
@@ -112,19 +119,24 @@ def _corner_entries(y, x, live, base, row, s, out, keys, rows, weights, height, 
                  mask=live)
 
 
+@triton.jit
+def _roi_entries(y, x, live, r, b, e, batch, scale, keys, rows, weights, height, width,
+                 pooled_h, pooled_w, COORD: tl.constexpr):
+    """The four entries of point ``e`` of RoI ``r``, bin ``b``, at ``(y, x)``: weights
+    times ``scale[r]`` (1 / count), rows ``r * pooled_h * pooled_w + b``."""
+    base = tl.load(batch + r, mask=live, other=0) * (height * width)
+    _corner_entries(y, x, live, base, r * (pooled_h * pooled_w) + b,
+                    tl.load(scale + r, mask=live, other=0), e * 4, keys, rows, weights,
+                    height, width, COORD)
+
+
 # Sizes that change every call are not specialised on (no recompilation per shape).
 @triton.jit(do_not_specialize=['total', 'height', 'width'])
 def entries_kernel(point_roi, roi_first, batch, start_h, start_w, bin_h, bin_w,
                    grid_h, grid_w, scale, keys, rows, weights, total, height, width,
                    pooled_h, pooled_w, BLOCK: tl.constexpr, COORD: tl.constexpr):
     e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    live, r, b, iy, ix, ph, pw, gh, gw = _roi_point(e, total, point_roi, roi_first, grid_h,
-                                                    grid_w, pooled_w)
-    y = _bin_coord(tl.load(start_h + r, mask=live, other=0), ph,
-                   tl.load(bin_h + r, mask=live, other=0), iy, gh, COORD)
-    x = _bin_coord(tl.load(start_w + r, mask=live, other=0), pw,
-                   tl.load(bin_w + r, mask=live, other=0), ix, gw, COORD)
-    s = tl.load(scale + r, mask=live, other=0)  # 1 / count
-    base = tl.load(batch + r, mask=live, other=0) * (height * width)
-    _corner_entries(y, x, live, base, r * (pooled_h * pooled_w) + b, s, e * 4, keys, rows,
-                    weights, height, width, COORD)
+    live, r, b, y, x = _bin_point(e, total, point_roi, roi_first, start_h, start_w, bin_h,
+                                  bin_w, grid_h, grid_w, pooled_w, COORD)
+    _roi_entries(y, x, live, r, b, e, batch, scale, keys, rows, weights, height, width,
+                 pooled_h, pooled_w, COORD)

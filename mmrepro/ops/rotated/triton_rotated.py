@@ -16,7 +16,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..roi_align.triton_entries import _bin_coord, _corner_entries, _roi_point, _round
+from ..roi_align.triton_entries import _bin_point, _corner_entries, _roi_entries, _round
 
 __all__ = ['point_entries_kernel', 'rotated_entries_kernel']
 
@@ -27,12 +27,8 @@ def rotated_entries_kernel(point_roi, roi_first, batch, start_h, start_w, bin_h,
                            rows, weights, total, height, width, pooled_h, pooled_w,
                            BLOCK: tl.constexpr, COORD: tl.constexpr):
     e = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    live, r, b, iy, ix, ph, pw, gh, gw = _roi_point(e, total, point_roi, roi_first, grid_h,
-                                                    grid_w, pooled_w)
-    yy = _bin_coord(tl.load(start_h + r, mask=live, other=0), ph,
-                    tl.load(bin_h + r, mask=live, other=0), iy, gh, COORD)
-    xx = _bin_coord(tl.load(start_w + r, mask=live, other=0), pw,
-                    tl.load(bin_w + r, mask=live, other=0), ix, gw, COORD)
+    live, r, b, yy, xx = _bin_point(e, total, point_roi, roi_first, start_h, start_w, bin_h,
+                                    bin_w, grid_h, grid_w, pooled_w, COORD)
     cos = tl.load(cos_t + r, mask=live, other=0)
     sin = tl.load(sin_t + r, mask=live, other=0)
     # y = yy * cos - xx * sin + center_h, x = yy * sin + xx * cos + center_w: left to
@@ -41,10 +37,8 @@ def rotated_entries_kernel(point_roi, roi_first, batch, start_h, start_w, bin_h,
     y = _round(y + tl.load(center_h + r, mask=live, other=0), COORD)
     x = _round(_round(yy * sin, COORD) + _round(xx * cos, COORD), COORD)
     x = _round(x + tl.load(center_w + r, mask=live, other=0), COORD)
-    s = tl.load(scale + r, mask=live, other=0)  # 1 / count
-    base = tl.load(batch + r, mask=live, other=0) * (height * width)
-    _corner_entries(y, x, live, base, r * (pooled_h * pooled_w) + b, s, e * 4, keys, rows,
-                    weights, height, width, COORD)
+    _roi_entries(y, x, live, r, b, e, batch, scale, keys, rows, weights, height, width,
+                 pooled_h, pooled_w, COORD)
 
 
 @triton.jit(do_not_specialize=['total', 'height', 'width'])
