@@ -18,7 +18,7 @@ Inputs are made contiguous (mmcv's kernels index them as such). Arguments are th
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -57,7 +57,32 @@ def _align(input: Tensor, rois: Tensor, pooled: Tuple[int, int], spatial_scale: 
     return output
 
 
-class RoIAlignRotatedFunction(torch.autograd.Function):
+class _KeptFunction(torch.autograd.Function):
+    """What the three ops share: the forward keeps the boxes, the op's arguments and its
+    backward; the backward computes the input's gradient with them (the boxes get none,
+    as in mmcv)."""
+
+    @staticmethod
+    def keep(ctx, input: Tensor, boxes: Tensor, args: Tuple[Any, ...],
+             backward: Callable[..., Tensor]) -> Tuple[Tensor, Tensor]:
+        """Keep ``boxes``, ``args`` and ``backward(grad_output, boxes, *args)``; returns
+        ``(input, boxes)`` made contiguous."""
+        input, boxes = input.contiguous(), boxes.contiguous()
+        ctx.args, ctx.grad_input = args, backward
+        ctx.save_for_backward(boxes)
+        return input, boxes
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output: Tensor) -> Tuple[Optional[Tensor], ...]:
+        boxes, = ctx.saved_tensors
+        grad = None
+        if ctx.needs_input_grad[0]:
+            grad = ctx.grad_input(grad_output.contiguous(), boxes, *ctx.args)
+        return (grad,) + (None,) * (len(ctx.needs_input_grad) - 1)
+
+
+class RoIAlignRotatedFunction(_KeptFunction):
     """``mmcv.ops.roi_align_rotated``: mmcv's forward, the sorted-entries backward."""
 
     @staticmethod
@@ -69,21 +94,10 @@ class RoIAlignRotatedFunction(torch.autograd.Function):
     def forward(ctx, input: Tensor, rois: Tensor, output_size: IntPair,
                 spatial_scale: float, sampling_ratio: int = 0, aligned: bool = True,
                 clockwise: bool = False) -> Tensor:
-        input, rois = input.contiguous(), rois.contiguous()
-        ctx.args = (spatial_scale, sampling_ratio, aligned, clockwise)
-        ctx.input_shape = input.shape
-        ctx.save_for_backward(rois)
-        return _align(input, rois, _pair(output_size), *ctx.args)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_output: Tensor) -> Tuple[Optional[Tensor], ...]:
-        rois, = ctx.saved_tensors
-        grad = None
-        if ctx.needs_input_grad[0]:
-            grad = roi_align_rotated_backward(grad_output.contiguous(), rois, *ctx.args,
-                                              ctx.input_shape)
-        return (grad,) + (None,) * 6
+        args = (spatial_scale, sampling_ratio, aligned, clockwise)
+        input, rois = _KeptFunction.keep(ctx, input, rois, (*args, input.shape),
+                                         roi_align_rotated_backward)
+        return _align(input, rois, _pair(output_size), *args)
 
 
 def riroi_out_size(out_size: Any) -> Optional[Tuple[int, int]]:
@@ -96,7 +110,7 @@ def riroi_out_size(out_size: Any) -> Optional[Tuple[int, int]]:
     return None
 
 
-class RiRoIAlignRotatedFunction(torch.autograd.Function):
+class RiRoIAlignRotatedFunction(_KeptFunction):
     """``mmcv.ops.riroi_align_rotated``: mmcv's forward, the sorted-entries backward."""
 
     @staticmethod
@@ -112,10 +126,10 @@ class RiRoIAlignRotatedFunction(torch.autograd.Function):
         if pooled is None:
             raise TypeError('"out_size" should be an integer or tuple of integers, but got '
                             f'{out_size}')
-        features, rois = features.contiguous(), rois.contiguous()
-        ctx.args = (spatial_scale, num_samples, num_orientations, clockwise)
-        ctx.input_shape = features.shape
-        ctx.save_for_backward(rois)
+        features, rois = _KeptFunction.keep(
+            ctx, features, rois,
+            (spatial_scale, num_samples, num_orientations, clockwise, features.shape),
+            riroi_align_rotated_backward)
         if features.device.type == 'cuda':
             output = features.new_zeros(rois.size(0), features.size(1), *pooled)
             _ext().riroi_align_rotated_forward(
@@ -129,18 +143,8 @@ class RiRoIAlignRotatedFunction(torch.autograd.Function):
                 + l_var[:, None, None, None]
                 * cyclic_shift(aligned, 1 - shift, num_orientations))
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_output: Tensor) -> Tuple[Optional[Tensor], ...]:
-        rois, = ctx.saved_tensors
-        grad = None
-        if ctx.needs_input_grad[0]:
-            grad = riroi_align_rotated_backward(grad_output.contiguous(), rois, *ctx.args,
-                                                ctx.input_shape)
-        return (grad,) + (None,) * 6
 
-
-class RotatedFeatureAlignFunction(torch.autograd.Function):
+class RotatedFeatureAlignFunction(_KeptFunction):
     """``mmcv.ops.rotated_feature_align``: mmcv's forward, the sorted-entries backward."""
 
     @staticmethod
@@ -154,23 +158,13 @@ class RotatedFeatureAlignFunction(torch.autograd.Function):
         if points not in (1, 5):
             raise AssertionError(f'rotated_feature_align: points={points}; mmcv supports '
                                  '1 and 5.')
-        features, best_rbboxes = features.contiguous(), best_rbboxes.contiguous()
-        ctx.args = (spatial_scale, points)
-        ctx.save_for_backward(best_rbboxes)
+        features, best_rbboxes = _KeptFunction.keep(ctx, features, best_rbboxes,
+                                                    (spatial_scale, points),
+                                                    rotated_feature_align_backward)
         output = torch.zeros_like(features)
         _ext().rotated_feature_align_forward(features, best_rbboxes, output,
                                              spatial_scale=spatial_scale, points=points)
         return output
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_output: Tensor) -> Tuple[Optional[Tensor], ...]:
-        best_rbboxes, = ctx.saved_tensors
-        grad = None
-        if ctx.needs_input_grad[0]:
-            grad = rotated_feature_align_backward(grad_output.contiguous(), best_rbboxes,
-                                                  *ctx.args)
-        return grad, None, None, None
 
 
 def roi_align_rotated(input: Tensor, rois: Tensor, output_size: IntPair,
