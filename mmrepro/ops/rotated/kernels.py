@@ -21,8 +21,9 @@ sorted by pixel with a stable sort, and each pixel sums its entries in that fixe
 - ``rotated_feature_align``: output pixel ``p`` adds its own feature (an entry of
   weight 1) and the bilinear samples at 1 or 5 points, four entries each.
 
-One host synchronisation per backward (the number of RoI entries). Runs on CUDA, and
-on CPU tensors under ``TRITON_INTERPRET=1`` (how the tests run it).
+One host synchronisation in a RoI op's backward (the number of entries), none in
+``rotated_feature_align``'s. Runs on CUDA, and on CPU tensors under
+``TRITON_INTERPRET=1`` (how the tests run it).
 """
 from __future__ import annotations
 
