@@ -256,6 +256,10 @@ def test_rotated_ops_routed_in_the_model_only(on_cpu, rotated_calls):
     assert torch.equal(ours[0], theirs[0])  # mmcv's forward
     for a, b in zip(ours[1:], theirs[1:], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    model.zero_grad(set_to_none=True)
+    again = _run_rotated(model)
+    assert rotated_calls == {'roi_align_rotated': 2, 'rotated_feature_align': 2}
+    assert all(torch.equal(a, b) for a, b in zip(again, ours, strict=True))
 
 
 def test_routed_riroi_align_keeps_mmcvs_out_size_check(on_cpu, rotated_calls):
