@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from torch import Tensor, nn
 from torch.autograd import Variable
 
+from ..determinism.compile import compiling, outside_graphs
 from ..run.layout import step_and_slice
 from ..run.state import find_state
 from .batching import _Batch, _batch, _DigestCache, _Pending, _pending, _resolve, digest
@@ -51,6 +52,14 @@ class Tracer:
     The modules are those of the model when the tracer is made (the start of the
     run); their parameters and buffers are read at every traced iteration.
 
+    Under MMEngine's ``compile`` the forward runs inside a compiled graph, where a
+    forward hook would run traced (or split the graph, and change what the graph
+    computes): the trace then adds none, and records no module outputs and no forward
+    sketches (:attr:`forward` is False, :attr:`compiled` True). Its gradient hooks, its
+    autograd-engine callback and its optimizer step pre-hook run between graphs; they are
+    excluded from compilation (:func:`~mmrepro.determinism.compile.outside_graphs`), so
+    they run eagerly and leave every graph as it was.
+
     On several processes, rank 0 writes ``trace.jsonl`` and rank ``r`` writes
     ``trace_rank{r}.jsonl``; gradients are those of the rank's own backward (before
     the all-reduce of ``DistributedDataParallel`` finishes). The per-sample data
@@ -82,7 +91,9 @@ class Tracer:
             raise TypeError(f'Tracer(forward={forward!r}): expected True or False.')
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         self.interval = interval
-        self.forward = forward
+        #: Whether ``train_step`` runs compiled: no forward hooks (see the class).
+        self.compiled = compiling(runner)
+        self.forward = forward and not self.compiled
         self.model: nn.Module = model
         self._grads_in_hook = is_model_wrapper(runner.model)
         self._grad_refs: List[Tuple[str, Tensor]] = []
@@ -100,7 +111,11 @@ class Tracer:
         self.accumulation = layout.accumulation if layout is not None else 1
         self.sketches = sketches
         self._steps = StepRecorder(model, getattr(runner, 'optim_wrapper', None), rank,
-                                   world_size, sketches)
+                                   world_size, sketches, compiled=self.compiled)
+        if self.compiled:  # run eagerly wherever the compiled train_step calls them
+            self._on_grad = outside_graphs(self._on_grad)  # type: ignore[method-assign]
+            self._digest_grads = outside_graphs(  # type: ignore[method-assign]
+                self._digest_grads)
         if rank:
             filename = f'{osp.splitext(filename)[0]}_rank{rank}.jsonl'
         self.path = osp.join(runner.log_dir, filename)
@@ -122,7 +137,8 @@ class Tracer:
         header = dict(format=TRACE_FORMAT, version=TRACE_VERSION, interval=interval,
                       points=POINTS, micro=self.accumulation,
                       global_batch=layout.global_batch if layout is not None else None,
-                      rank=rank, world_size=world_size, forward=forward,
+                      rank=rank, world_size=world_size, forward=self.forward,
+                      compiled=self.compiled,
                       modules={name: type(module).__name__ for name, module in self._modules})
         self._write(header)
 
@@ -146,7 +162,7 @@ class Tracer:
             self._data = global_slots(all_gather_object((place, self._data)))
         for name, module in self._modules if self.forward else ():
             self._handles.append(module.register_forward_hook(partial(self._on_forward, name)))
-        first = runner.iter == 0 and not self._rank and self.sketches
+        first = runner.iter == 0 and not self._rank and self.sketches and not self.compiled
         for name, module in self._modules if first else ():
             self._handles.append(module.register_forward_hook(partial(self._on_sketch, name)))
         trainable = tuple(p.requires_grad for _, p in self._named('_parameters'))
