@@ -79,15 +79,16 @@ class TinyAccuracy(BaseMetric):
 
 
 def config_text(compile_line: str = "compile = dict(backend='aot_eager')", workers: int = 2,
-                epochs: int = 2, extra: str = '') -> str:
-    """A config training :class:`TinyClassifier` with mmrepro: ``epochs`` epochs of 4
-    iterations (batch 8), a checkpoint every epoch and after iteration 2 (mid-epoch),
-    the validation data as test data (``tools/test.py``), ``compile_line`` and ``extra``."""
+                epochs: int = 2, batch: int = 8, extra: str = '') -> str:
+    """A config training :class:`TinyClassifier` with mmrepro: ``epochs`` epochs of
+    ``IMAGES / batch`` iterations (4 at batch 8; a global batch of 8 on 2 ranks of 4), a
+    checkpoint every epoch and every 2 iterations (mid-epoch), test data
+    (``tools/test.py``), ``compile_line`` and ``extra``."""
     loader = ("dict(batch_size={batch}, num_workers={workers}, "
               "persistent_workers={persistent}, collate_fn=dict(type='default_collate'), "
               "sampler=dict(type='DefaultSampler', shuffle={shuffle}), "
               "dataset=dict(type='TinyImages'))")
-    train = loader.format(batch=8, workers=workers, persistent=workers > 0, shuffle=True)
+    train = loader.format(batch=batch, workers=workers, persistent=workers > 0, shuffle=True)
     test = loader.format(batch=4, workers=0, persistent=False, shuffle=False)
     return f"""custom_imports = dict(imports=['support.tiny_classifier', 'mmrepro'],
                       allow_failed_imports=False)
@@ -95,7 +96,9 @@ default_scope = 'mmengine'
 randomness = dict(seed=5, deterministic=True)
 model = dict(type='TinyClassifier')
 train_dataloader = {train}
-optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9, weight_decay=1e-4))
+# foreach: torch 2.1's dynamo cannot trace the single-tensor SGD's first momentum step
+optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9, weight_decay=1e-4,
+                                    foreach=True))
 param_scheduler = [dict(type='MultiStepLR', by_epoch=True, milestones=[1], gamma=0.5)]
 train_cfg = dict(by_epoch=True, max_epochs={epochs})
 test_dataloader = {test}
