@@ -75,6 +75,8 @@ def _train(tmp_path, name, noise=False, interval=1, iters=4, seed=0, forward=Tru
         runner.iter = i
         tracer.before_train_iter(runner, i)
         hooks_seen.append(len(model.block.conv._forward_hooks))
+        grad_hooks = model.block.conv.weight._post_accumulate_grad_hooks or {}
+        assert len(grad_hooks) == tracer.traced(i)  # only while an iteration is traced
         losses = step(data[i])
         tracer.after_train_iter(runner, i, losses)
     tracer.close()
