@@ -14,7 +14,9 @@ Real detectors and segmenters compile for minutes on 2 cores:
 """
 from __future__ import annotations
 
+import contextlib
 import glob
+import io
 import os.path as osp
 
 import pytest
@@ -78,21 +80,24 @@ def compiled(tmp_path_factory) -> CompiledRuns:
 
 @pytest.fixture(scope='module')
 def checked(compiled, tmp_path_factory):
-    """``mmrepro-check`` of the aot_eager config: its output and its reference run."""
+    """``mmrepro-check`` of the aot_eager config: its status, output and reference run."""
     from mmrepro.cli.check_repro import main as check_main
     work = str(tmp_path_factory.mktemp('check'))
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(
+            io.StringIO()) as out:
         patch.setenv('PYTHONPATH', pythonpath(TESTS))  # the check's trainings import it
         code = check_main([compiled.config('aot', compile_line=AOT_EAGER), '--iters', '4',
                            '--resume-check', '--workers-check', '0', '--keep-checkpoints',
                            '--work-dir', work])
-    return code, osp.join(work, 'run_a')
+    return code, out.getvalue(), osp.join(work, 'run_a')
 
 
-def test_rerun_mid_epoch_resume_and_other_workers_are_bitwise(checked, capfd):
+def test_rerun_mid_epoch_resume_and_other_workers_are_bitwise(checked):
     """The check's four runs: iteration 2 of 4 is mid-epoch; the resumed one compiles again."""
-    code, run_a = checked
-    assert code == 0
+    code, out, run_a = checked
+    assert code == 0 and 'result: REPRODUCIBLE: 3 comparison(s) bit-identical' in out, out
+    assert '  compile: train_step runs compiled (aot_eager): the trace holds no module ' \
+        'outputs, so a difference is named by its first gradient or weight' in out
     resumed = open(osp.join(osp.dirname(run_a), 'resume.log')).read()
     assert 'mmrepro: resumed RNG states and data position' in resumed
     assert 'Model has been "compiled"' in resumed
@@ -103,7 +108,7 @@ def test_rerun_mid_epoch_resume_and_other_workers_are_bitwise(checked, capfd):
 
 
 def test_the_record_says_compiled_and_with_what(checked, compiled):
-    _, run_a = checked
+    _, _, run_a = checked
     record, _ = load_run_record(run_a)
     section = record['compile']
     assert section['enabled'] is True and section['backend'] == 'aot_eager'
@@ -120,7 +125,7 @@ def test_against_and_the_test_tool_on_a_compiled_run(checked, compiled, tmp_path
     from mmrepro.cli.check_repro import main as check_main
     from mmrepro.cli.test import main as test_main
     monkeypatch.setenv('PYTHONPATH', pythonpath(TESTS))
-    _, run_a = checked
+    _, _, run_a = checked
     config = compiled.config('aot', compile_line=AOT_EAGER)
     code, out, _ = run_main(check_main, capsys, config, '--against', run_a, '--iters', '2',
                             '--work-dir', str(tmp_path / 'against'))
@@ -136,7 +141,7 @@ def test_against_and_the_test_tool_on_a_compiled_run(checked, compiled, tmp_path
 def test_eager_vs_compiled_diff_names_compile_first(checked, compiled, capsys):
     """aot_eager computes with eager's kernels: identical, though compiled."""
     from mmrepro.cli.repro_diff import main as diff_main
-    _, run_a = checked
+    _, _, run_a = checked
     code, out, _ = run_main(diff_main, capsys, compiled.eager(), run_a)
     assert code == 4, out
     verdict = next(line for line in out.splitlines() if line.startswith('verdict: '))
