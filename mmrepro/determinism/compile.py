@@ -28,7 +28,8 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 import torch
 
 __all__ = ['INDUCTOR_KEYS', 'DYNAMO_KEYS', 'Requirements', 'apply_settings', 'backend_name',
-           'compile_options', 'compile_record', 'compiling', 'outside_graphs', 'requirements']
+           'check_compile', 'compile_options', 'compile_record', 'compiling', 'outside_graphs',
+           'requirements']
 
 #: Inductor settings that change numerics or randomness, recorded where torch has them
 #: (dotted: ``triton.cudagraphs`` is ``torch._inductor.config.triton.cudagraphs``).
@@ -161,6 +162,24 @@ def requirements(options: Mapping[str, Any], deterministic: bool,
                        f'{torch.__version__} cannot pick them without timing: use '
                        "mode='default'")
     return Requirements(sets, refusal)
+
+
+def check_compile(cfg: Any) -> None:
+    """Refuse, before anything is built, a config whose ``compile`` cannot train exactly
+    here (the Runner refuses it again when it compiles: ``ReproRunner._maybe_compile``).
+
+    Raises:
+        TypeError: ``compile`` is neither a bool nor a dict (one line).
+        ValueError: :func:`requirements`' refusal, where the run trains on CUDA (MMEngine
+            puts the model there when CUDA is available) in deterministic mode.
+    """
+    options = compile_options(cfg.get('compile'))
+    if options is None:
+        return
+    deterministic = bool((cfg.get('randomness') or {}).get('deterministic'))
+    refusal = requirements(options, deterministic, torch.cuda.is_available()).refusal
+    if refusal:
+        raise ValueError(refusal)
 
 
 def apply_settings(sets: List[Tuple[str, Any, str]]) -> None:

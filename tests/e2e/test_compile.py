@@ -24,6 +24,7 @@ from support.cli import run_main
 from support.dist_utils import dist_train
 from support.repro_utils import (
     TESTS,
+    atomics,
     checkpoint,
     losses,
     pythonpath,
@@ -175,6 +176,13 @@ def test_eager_vs_inductor_differ_by_rounding_and_compile_is_named(compiled, cap
     assert 'rounding' in verdict.split('; ', 2)[2], out
     explained = next(line for line in lines if line.startswith('  explained by'))
     assert explained.startswith('  explained by (most likely first): compiled vs eager ('), out
+
+
+@pytest.mark.floor
+def test_inductors_accumulating_index_put_uses_no_atomics_in_deterministic_mode():
+    """In deterministic mode inductor's accumulating ``index_put`` (embedding backward,
+    ``index_add``) is eager's deterministic kernel; without it, ``atomic_add``."""
+    assert atomics('cpu') == ['deterministic', 'False', 'default', 'True']
 
 
 def test_two_ranks_compiled_resume_mid_epoch_exactly(compiled, tmp_path):

@@ -128,3 +128,15 @@ def test_outside_graphs_runs_eagerly_inside_a_compiled_function():
 
     torch.compile(plain, backend='eager')(torch.ones(2))
     assert traced == [True]
+
+
+def test_a_config_that_cannot_compile_exactly_here_is_refused_before_training(monkeypatch):
+    cfg = dict(compile=dict(mode='reduce-overhead'), randomness=dict(deterministic=True))
+    C.check_compile(cfg)  # on CPU: no CUDA graphs
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    with pytest.raises(ValueError, match=r"^compile: mode='reduce-overhead' \(CUDA graphs\)"):
+        C.check_compile(cfg)
+    C.check_compile(dict(cfg, randomness=dict(deterministic=False)))
+    C.check_compile(dict(compile=False, randomness=dict(deterministic=True)))
+    with pytest.raises(TypeError, match=r"^compile='inductor': expected True, False or a dict"):
+        C.check_compile(dict(compile='inductor'))
