@@ -66,8 +66,9 @@ class Probe:
             self.iterations.append(self._current)
         self._current = None
 
-    def wrap(self, owner: Any, name: str, label: str) -> None:
-        """Time every call of ``owner.name`` (a function, method or instance attribute)."""
+    def wrap(self, owner: Any, name: str, label: str, pending: bool = False) -> None:
+        """Time every call of ``owner.name`` (a function, method or instance attribute);
+        ``pending``: it runs before the iteration it serves opens (fetching its batch)."""
         original = getattr(owner, name)
         probe = self
 
@@ -76,7 +77,7 @@ class Probe:
             try:
                 return original(*args, **kwargs)
             finally:
-                probe.add(label, time.perf_counter() - start)
+                probe.add(label, time.perf_counter() - start, pending)
 
         self._restore.append((owner, name, owner.__dict__.get(name, _ABSENT)
                               if hasattr(owner, '__dict__') else original))
