@@ -23,15 +23,14 @@ import argparse
 import os.path as osp
 import statistics
 import sys
-import time
 from functools import partial
-from typing import Callable, Dict, List
+from typing import Dict, List
 
 import torch
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
-from timing import report  # noqa: E402 (benchmarks/timing.py, next to this script)
+from timing import median_seconds, report  # noqa: E402 (benchmarks/timing.py, beside it)
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -56,15 +55,6 @@ def _batch(model: torch.nn.Module) -> Dict:
                                            labels=torch.tensor([1]))
         samples.append(sample)
     return dict(inputs=torch.rand(2, 3, 128, 160) * 255, data_samples=samples)
-
-
-def _median(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        begin = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - begin)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -109,10 +99,10 @@ def main() -> None:
     step()  # warm up
     results: Dict[str, List[float]] = {k: [] for k in ('step', 'sketch', 'fwd', 'fwd+')}
     for _ in range(args.repeats):  # alternately
-        results['step'].append(_median(step, 1))
-        results['sketch'].append(_median(weights_and_grads, 1))
-        results['fwd'].append(_median(forward, 1))
-        results['fwd+'].append(_median(forward_sketched, 1))
+        results['step'].append(median_seconds(step, 1))
+        results['sketch'].append(median_seconds(weights_and_grads, 1))
+        results['fwd'].append(median_seconds(forward, 1))
+        results['fwd+'].append(median_seconds(forward_sketched, 1))
     med = {k: statistics.median(v) for k, v in results.items()}
     count = sum(p.numel() for p in model.parameters())
     rows = ['| what | median | of one train step |', '|---|---:|---:|',

@@ -4,7 +4,7 @@
 For MMDetection's R50-FPN RetinaNet and Faster R-CNN (random init, no download), a
 checkpoint as MMEngine writes one (``state_dict`` and an SGD-with-momentum optimizer
 state of the same size) is saved with ``torch.save`` to a temporary file and its
-weights are digested (:func:`mmrepro.record.weights.weights_digest`), alternately, each
+weights are digested (:func:`mmrepro.resume.digests.weights_digest`), alternately, each
 ``--repeats`` times; the table gives the medians and their ratio, measured side by side
 in one run. Keep the machine otherwise idle.
 
@@ -51,7 +51,7 @@ def checkpoint_of(config: str) -> dict:
 
 def median_seconds(checkpoint: dict, repeats: int, path: str) -> tuple:
     """Median seconds of ``torch.save`` and of the digest, taken alternately."""
-    from mmrepro.record.weights import weights_digest
+    from mmrepro.resume.digests import weights_digest
     saves, digests = [], []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -261,7 +261,7 @@ def main() -> None:
     sys.path[:0] = [REPO, osp.join(REPO, 'tests')]  # mmrepro and the suite's helpers
     from support.repro_utils import checkpoint, pythonpath
 
-    from mmrepro.checks.support_matrix import DATA_ENV
+    from mmrepro.checks.matrix.run import DATA_ENV
     from mmrepro.demo import make_tiny_coco
     root = tempfile.mkdtemp(prefix='mmrepro-syncbn-')
     data = make_tiny_coco(args.data or osp.join(root, 'data'))['root']

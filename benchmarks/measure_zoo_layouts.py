@@ -42,7 +42,7 @@ import torch  # noqa: E402
 from support.dist_utils import dist_cmd, dist_env, run_bounded  # noqa: E402
 from support.repro_utils import checkpoint  # noqa: E402
 
-from mmrepro.checks.support_matrix import DATA_ENV, FAMILIES, config_path  # noqa: E402
+from mmrepro.checks.matrix.run import DATA_ENV, FAMILIES, config_path  # noqa: E402
 
 #: Measured first (the families of most interest), then the rest in the matrix's order.
 FIRST = ('retinanet', 'faster-rcnn', 'fcos', 'atss', 'rtmdet', 'yolox')

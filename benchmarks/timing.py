@@ -1,11 +1,13 @@
 """Shared by the benchmarks: time spent inside a function, accumulated in a cell; the
-loader benchmarks' command line; a measured table printed and written."""
+median time of a call; the loader benchmarks' command line; a measured table printed and
+written."""
 from __future__ import annotations
 
 import argparse
 import datetime
 import os
 import platform
+import statistics
 import time
 from functools import wraps
 from typing import Any, Callable, List, Optional
@@ -21,6 +23,16 @@ def timed(function: Callable, total: List[float]) -> Callable:
         finally:
             total[0] += time.perf_counter() - start
     return wrapper
+
+
+def median_seconds(run: Callable[[], Any], repeats: int) -> float:
+    """The median of ``repeats`` timings of ``run()``, in seconds."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def loader_arguments(description: str) -> argparse.Namespace:

@@ -9,9 +9,11 @@
 #
 # The environments live outside the checkout, in $MMREPRO_ENV_HOME (default
 # ~/.cache/mmrepro), so a new clone reuses them; .venv and .venv-floor are links.
-# Idempotent: each step checks what is installed and skips itself. mmcv is built once
-# per stack into $MMREPRO_ENV_HOME/wheels/<stack>/ (no build isolation, no pip cache:
-# pip's cache would hand one torch's build to the other).
+# Idempotent: each step checks what is installed and skips itself (a rerun on a ready
+# environment prints only its ready line). mmcv is built once per stack into
+# $MMREPRO_ENV_HOME/wheels/<stack>/ (no build isolation, no pip cache: pip's cache would
+# hand one torch's build to the other). "ready" means `pip check` finds every
+# requirement of every installed package met.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 home="${MMREPRO_ENV_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/mmrepro}"
@@ -31,10 +33,31 @@ setup_stack() {
   [ -d "$link" ] && [ ! -L "$link" ] && env="$link"
   local vpy="$env/bin/python"
   pin() { grep -E "^$1[=<>]" "$pins" | head -n1; }
-  version_of() { (cd / && "$vpy" -c "import importlib.metadata as m; print(m.version('$1'))") \
-                   2>/dev/null || true; }
-  have() { [ "$(version_of "$1")" = "$2" ] || [ "$(version_of "$1")" = "$2+cpu" ]; }
-  want() { pin "$1" | sed -E 's/^[^=]*==//'; }
+  # Whether every requirement given ("torch==2.13.0", "setuptools>=77,<80", "ruff") is
+  # installed; "==2.13.0" takes 2.13.0+cpu too.
+  satisfied() { (cd / && "$vpy" - "$@" 2>/dev/null <<'PY'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pip._vendor.packaging.requirements import Requirement
+def met(text):
+    req = Requirement(text)
+    try:
+        return req.specifier.contains(version(req.name), prereleases=True)
+    except PackageNotFoundError:
+        return False
+sys.exit(0 if all(met(text) for text in sys.argv[1:]) else 1)
+PY
+  ); }
+  # Whether a distribution given ("albumentations==2.0.8") requires opencv-python-headless.
+  wants_headless() { (cd / && "$vpy" - "$@" 2>/dev/null <<'PY'
+import re
+import sys
+from importlib.metadata import requires
+names = [re.split('[=<>]', text)[0] for text in sys.argv[1:]]
+sys.exit(0 if any(re.match(r'opencv-python-headless\b', requirement)
+                  for name in names for requirement in requires(name) or []) else 1)
+PY
+  ); }
   local pip=("$vpy" -m pip --disable-pip-version-check -q)
 
   if [ ! -x "$vpy" ]; then
@@ -44,67 +67,81 @@ setup_stack() {
   fi
   [ "$env" = "$link" ] || ln -sfn "$env" "$link"
 
-  # 1. torch, numpy, mmengine. Pinning torch exactly keeps pip from replacing it.
-  #    The floor's torch brings its CUDA libraries (~4.7 GB): no pip cache copy of them.
-  have torch "$(want torch)" || { echo "[setup:$stack] installing $(pin torch)"; \
+  # 1. torch, numpy, mmengine, and the setuptools torch requires. Pinning torch exactly
+  #    keeps pip from replacing it. The floor's torch brings its CUDA libraries
+  #    (~4.7 GB): no pip cache copy of them.
+  satisfied "$(pin torch)" || { echo "[setup:$stack] installing $(pin torch)"; \
     "${pip[@]}" install --no-cache-dir "$(pin torch)"; }
-  have mmengine "$(want mmengine)" || { echo "[setup:$stack] installing $(pin mmengine)"; \
+  satisfied "$(pin mmengine)" || { echo "[setup:$stack] installing $(pin mmengine)"; \
     "${pip[@]}" install -c "$pins" "$(pin mmengine)" "$(pin numpy)"; }
+  satisfied "$(pin setuptools)" wheel ninja || "${pip[@]}" install -c "$pins" \
+    "$(pin setuptools)" wheel ninja
 
-  # 2. mmcv with its C++ ops, built against this stack's torch, once per stack.
-  if ! have mmcv "$(want mmcv)" || ! "$vpy" -c "import mmcv.ops" 2>/dev/null; then
+  # 2. mmcv with its C++ ops, built against this stack's torch, once per stack. Its
+  #    setup.py needs an older setuptools than torch 2.13 does: the build takes it from a
+  #    directory of its own, first on PYTHONPATH for the build only, so the environment's
+  #    setuptools never changes (the environment's bin/ gives the build its ninja).
+  if ! satisfied "$(pin mmcv)" || ! "$vpy" -c "import mmcv.ops" 2>/dev/null; then
     if ! ls "$wheels"/mmcv-*.whl >/dev/null 2>&1; then
-      "${pip[@]}" install "setuptools<70" wheel ninja  # what mmcv 2.1.0's setup.py needs
       echo "[setup:$stack] building $(pin mmcv) with ops (first time: ~11 min on 2 cores)"
+      local build_tools
+      build_tools=$(mktemp -d)
+      "${pip[@]}" install --no-deps --target "$build_tools" \
+        -r "$root/requirements/build-mmcv.txt"
       mkdir -p "$wheels"
-      MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-2}" FORCE_CUDA=0 "${pip[@]}" wheel \
-        --no-build-isolation --no-deps --no-cache-dir -w "$wheels" "$(pin mmcv)"
+      PYTHONPATH="$build_tools" PATH="$env/bin:$PATH" MMCV_WITH_OPS=1 \
+        MAX_JOBS="${MAX_JOBS:-2}" FORCE_CUDA=0 "${pip[@]}" wheel --no-build-isolation \
+        --no-deps --no-cache-dir -w "$wheels" "$(pin mmcv)"
+      rm -rf "$build_tools"
     fi
     "${pip[@]}" install -c "$pins" "$wheels"/mmcv-*.whl
   fi
 
-  # (albumentations' opencv-python-headless is left out on purpose: see step 3.)
-  local broken
-  broken=$("${pip[@]}" check 2>&1 | grep -v -e opencv-python-headless -e '^No broken' || true)
-  "$vpy" -c "import pkg_resources" 2>/dev/null && [ -z "$broken" ] || \
-    "${pip[@]}" install -c "$pins" "$(pin setuptools)" wheel
-
   # 3. mmdet, test tools; the current stack also tests MMSegmentation.
-  have mmdet "$(want mmdet)" || { echo "[setup:$stack] installing $(pin mmdet)"; \
+  satisfied "$(pin mmdet)" || { echo "[setup:$stack] installing $(pin mmdet)"; \
     "${pip[@]}" install -c "$pins" "$(pin mmdet)"; }
   if [ "$stack" = current ]; then
-    have mmsegmentation "$(want mmsegmentation)" && "$vpy" -c "import ftfy, regex" \
-      2>/dev/null || { echo "[setup:$stack] installing $(pin mmsegmentation)"; \
+    satisfied "$(pin mmsegmentation)" "$(pin ftfy)" "$(pin regex)" || { \
+      echo "[setup:$stack] installing $(pin mmsegmentation)"; \
       "${pip[@]}" install -c "$pins" "$(pin mmsegmentation)" "$(pin ftfy)" "$(pin regex)"; }
-    "$vpy" -c "import ruff" 2>/dev/null || "${pip[@]}" install -c "$pins" ruff
+    satisfied ruff || "${pip[@]}" install -c "$pins" ruff
   fi
-  "$vpy" -c "import pytest, xdist" 2>/dev/null || "${pip[@]}" install -c "$pins" pytest \
-    "$(pin pytest-xdist)"
+  satisfied "$(pin pytest)" "$(pin pytest-xdist)" || "${pip[@]}" install -c "$pins" \
+    "$(pin pytest)" "$(pin pytest-xdist)"
   # albumentations, as MMDetection's Albu transform uses it: 2.x on the current stack, a
-  # 1.x on the floor. Without its opencv-python-headless (mmcv's opencv-python gives the
-  # same cv2; both in one environment overwrite each other's files), so its other
-  # dependencies are named here.
-  local albu=("$(pin albumentations)" "$(pin albucore)") albu_deps=(pydantic stringzilla simsimd)
-  if [ "$stack" = floor ]; then
-    albu=("$(pin albumentations)" "$(pin qudida)")
-    albu_deps=("$(pin scikit-image)" "$(pin scikit-learn)")
-  fi
-  have albumentations "$(want albumentations)" || { echo "[setup:$stack] installing ${albu[*]}"
-    "${pip[@]}" uninstall -y -q albumentations albucore 2>/dev/null || true
-    "${pip[@]}" install --no-deps "${albu[@]}" && "${pip[@]}" install -c "$pins" "${albu_deps[@]}"; }
+  # 1.x on the floor. Their wheels require opencv-python-headless, whose cv2 would
+  # overwrite the files of the cv2 mmengine's opencv-python brings. Built here from their
+  # sources instead (no build isolation), they require the OpenCV that is installed, as
+  # their setup.py chooses.
+  local albu=("$(pin albumentations)" "$(pin albucore)")
+  [ "$stack" = floor ] && albu=("$(pin albumentations)" "$(pin qudida)")
+  satisfied "${albu[@]}" && ! wants_headless "${albu[@]}" || {
+    echo "[setup:$stack] installing ${albu[*]} (from source: they then use opencv-python)"
+    "${pip[@]}" install --force-reinstall --no-deps --no-build-isolation --no-cache-dir \
+      --no-binary "$(IFS=,; echo "${albu[*]%%=*}")" "${albu[@]}"
+    "${pip[@]}" install -c "$pins" "${albu[@]}"; }  # their other requirements
   # Triton: the CUDA kernels' tests run on CPU through its interpreter (the CPU wheel
   # of torch does not pull it in; the floor's torch pins its own).
-  have triton "$(want triton)" || { echo "[setup:$stack] installing $(pin triton)"; \
+  satisfied "$(pin triton)" || { echo "[setup:$stack] installing $(pin triton)"; \
     "${pip[@]}" install --no-deps "$(pin triton)"; }
 
   # 4. No mmrepro in the environment: the tests and tools use this checkout (its
   #    configs resolve through mmrepro/.mim/configs), and tests/e2e/test_install.py
   #    installs the wheel into an environment of its own.
-  if [ -n "$(version_of mmrepro)" ]; then
+  if satisfied mmrepro; then
     echo "[setup:$stack] removing the installed mmrepro (the checkout is used)"
     "${pip[@]}" uninstall -y mmrepro
   fi
   write_console_scripts "$env"
+
+  # 5. Every installed requirement met (tests/unit/test_environment.py holds it too).
+  local check
+  if ! check=$("$vpy" -m pip --disable-pip-version-check check 2>&1); then
+    echo "$check" | sed "s/^/[setup:$stack] pip check: /" >&2
+    echo "[setup:$stack] not ready: pip check (above) names requirements this script left" \
+      "unmet; fix requirements/stack-$stack.txt or this script" >&2
+    return 1
+  fi
   echo "[setup:$stack] ready: $link -> $env"
 }
 

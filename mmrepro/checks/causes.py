@@ -53,7 +53,8 @@ LAYOUT_CAUSE = 'the process layout (ranks, per-rank batch, accumulation)'
 SEED_ECHOES = ('randomness.seed', 'config.randomness.seed', 'env.PYTHONHASHSEED')
 #: Record keys that cannot change training: evaluation, logging, checkpoints, display,
 #: and the settings that only decide whether a run stops (``strict``, ``warn_only``,
-#: ``global_batch``, ``allow_failed_imports``): two runs that both trained ran alike.
+#: ``global_batch``, ``verify_checkpoints``, ``allow_failed_imports``): two runs that both
+#: trained ran alike.
 INERT = ('config.val_', 'config.test_', 'config.train_cfg.val_interval',
          'config.train_cfg.val_begin', 'config.default_hooks.logger.',
          'config.default_hooks.checkpoint.', 'config.default_hooks.visualization.',
@@ -61,7 +62,7 @@ INERT = ('config.val_', 'config.test_', 'config.train_cfg.val_interval',
          'config.visualizer.', 'config.vis_backends',
          'config.custom_imports.allow_failed_imports', 'torch_flags.deterministic_warn_only',
          *(f'{section}randomness.{key}' for section in ('', 'config.')
-           for key in ('strict', 'warn_only', 'global_batch')))
+           for key in ('strict', 'warn_only', 'global_batch', 'verify_checkpoints')))
 #: Train loader keys that cannot change training where both runs seed per sample and key
 #: their caches (``randomness.sample_seeding`` and ``keyed_cache``, the defaults).
 LOADER_WORKERS = tuple(f'config.train_dataloader.{key}' for key in (

@@ -15,7 +15,8 @@ __all__ = ['EXIT_CODES', 'epilog']
 EXIT_CODES: Dict[str, Dict[int, str]] = {
     'train': {
         0: 'trained (with `--check-config`: arguments and config valid)',
-        1: 'training failed (traceback)',
+        1: 'training failed (traceback), or a checkpoint could not be written (one `error:` '
+           'line: no space, permission denied, a read-only file system)',
         2: 'bad arguments or config: one `error:` line, before anything is built or written',
     },
     'test': {

@@ -12,7 +12,7 @@ from typing import List, Optional
 from ..demo.tiny_coco import make_tiny_coco
 from .config_args import ArgumentParser, report
 
-PROG = 'make_demo_data'
+PROG = 'mmrepro-demo-data'
 
 
 def _count(text: str) -> int:

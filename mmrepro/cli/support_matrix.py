@@ -1,7 +1,7 @@
 """``tools/support_matrix.py``: which MMDetection families train bit-exactly, measured.
 
 For every family config in ``configs/zoo/`` this runs the checks of
-:mod:`mmrepro.checks.support_matrix` (rerun, another ``num_workers``, resume
+:mod:`mmrepro.checks.matrix.run` (rerun, another ``num_workers``, resume
 mid-epoch, resume from every epoch) and prints a Markdown table, also written to
 ``--out`` (default ``benchmarks/results/support_matrix_<device>.md``). The device is the
 one training uses: CUDA when visible, else CPU.
@@ -18,8 +18,7 @@ from typing import List, Optional
 
 import torch
 
-from ..checks.runs import load_config
-from ..checks.support_matrix import (
+from ..checks.matrix.run import (
     CHECKS,
     FAMILIES,
     RESULTS_DIR,
@@ -28,14 +27,17 @@ from ..checks.support_matrix import (
     format_table,
     run_family_checks,
 )
+from ..checks.runs import load_config
 from ..run.config import parse_cfg_options
 from .config_args import ArgumentParser, report
+
+PROG = 'mmrepro-matrix'
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """Command-line arguments of ``tools/support_matrix.py``."""
     parser = ArgumentParser(
-        prog='support_matrix', description=__doc__.split('\n\n')[0].replace('``', ''),
+        prog=PROG, description=__doc__.split('\n\n')[0].replace('``', ''),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog='exit status: 0 every family bit-exact; 1 some family is not (named in the '
         'table); 2 bad arguments or --cfg-options (one error: line, before anything is '
@@ -89,7 +91,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             except ValueError as err:
                 raise ValueError(f'family {family}: {err}') from None
     except ValueError as err:
-        return report('support_matrix', err)
+        return report(PROG, err)
     from ..demo import make_tiny_coco
     make_tiny_coco(args.data_root)
     device = device_name()

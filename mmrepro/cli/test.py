@@ -27,7 +27,13 @@ from ..run.config import (
     load_config,
 )
 from ..run.enable import enable_in_config
-from .config_args import ArgumentParser, add_run_arguments, parse_run_args, report
+from .config_args import (
+    ArgumentParser,
+    add_run_arguments,
+    parse_run_args,
+    report,
+    set_work_dir,
+)
 from .exit_codes import epilog
 from .train import close_process_group, prepare_environment, reexec_with_environment
 
@@ -82,10 +88,7 @@ def build_config(args: argparse.Namespace) -> Any:
                           'give the .pth file to test, e.g. work_dirs/NAME/epoch_12.pth')
     cfg = load_config(args.config, args.cfg_options)
     cfg.launcher = args.launcher
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    set_work_dir(cfg, args.work_dir, args.config)
     cfg.load_from = args.checkpoint
     cfg.resume = False
     if not cfg.get('test_dataloader') or not cfg.get('test_evaluator'):
@@ -97,8 +100,12 @@ def build_config(args: argparse.Namespace) -> Any:
     randomness = dict(cfg.get('randomness') or {})
     if args.deterministic is not None:
         randomness['deterministic'] = args.deterministic
+    if args.verify_checkpoints is not None:
+        randomness['verify_checkpoints'] = args.verify_checkpoints
     cfg.randomness = randomness
     check_training_config(cfg, None)  # randomness, before anything is built
+    check_checkpoint_file(args.checkpoint, 'CHECKPOINT', 'give the .pth file to test',
+                          randomness)  # against its weights digest
     if args.show or args.show_dir:
         from mmdet.engine.hooks.utils import trigger_visualization_hook
         cfg = trigger_visualization_hook(cfg, args)

@@ -24,7 +24,15 @@ from ..run.config import (
 )
 from ..run.enable import enable_in_config
 from ..run.settings import check_seed
-from .config_args import ArgumentParser, add_run_arguments, parse_run_args, report
+from .config_args import (
+    ArgumentParser,
+    add_run_arguments,
+    parse_run_args,
+    report,
+    set_work_dir,
+)
+
+PROG = 'mmrepro-train'
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -34,11 +42,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     :func:`build_config` (so a malformed one is an ``error:`` line, not a traceback).
     """
     parser = ArgumentParser(
-        description='Train an MMEngine config reproducibly (mmrepro): MMDetection, '
+        prog=PROG, description='Train an MMEngine config reproducibly (mmrepro): MMDetection, '
         'MMSegmentation and other OpenMMLab codebases',
         epilog='exit status: 0 trained (with --check-config: arguments and config valid); '
         '2 bad arguments or config (one error: line, before anything is built or written); '
-        '1 training failed (traceback)')
+        '1 training failed (traceback), or a checkpoint could not be written (one error: '
+        'line: no space, permission denied, a read-only file system)')
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the dir to save logs and models')
     parser.add_argument('--amp', action='store_true', default=False,
@@ -89,10 +98,7 @@ def build_config(args: argparse.Namespace):
     cfg = load_config(args.config, args.cfg_options)
     cfg.launcher = args.launcher
 
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    set_work_dir(cfg, args.work_dir, args.config)
 
     if args.amp:
         _enable_amp(cfg)
@@ -110,7 +116,7 @@ def build_config(args: argparse.Namespace):
     if not hasattr(randomness, 'keys'):
         check_training_config(cfg, 1)  # the message that names randomness and its value
     randomness = dict(randomness)
-    for key in ('seed', 'deterministic', 'diff_rank_seed'):
+    for key in ('seed', 'deterministic', 'diff_rank_seed', 'verify_checkpoints'):
         value = getattr(args, key)
         if value is not None:
             randomness[key] = value
@@ -232,7 +238,7 @@ def main(argv: Optional[List[str]] = None):
         cfg = build_config(args)
         check_run_inputs(args, cfg)
     except (ValueError, TypeError) as err:
-        sys.exit(report(osp.basename(sys.argv[0]), err))
+        sys.exit(report(PROG, err))
     if args.check_config:
         print(f'{args.config}: arguments and config are valid')
         sys.exit(0)
@@ -251,8 +257,12 @@ def main(argv: Optional[List[str]] = None):
         setup_cache_size_limit_of_dynamo()
     except ImportError:
         pass
+    from ..resume.atomic_write import SaveError
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
-    runner.train()
+    try:
+        runner.train()
+    except SaveError as err:  # the disk or file system refused a checkpoint: one line
+        sys.exit(report(PROG, err, status=1))
     _report(runner)
     close_process_group(runner)
     return runner

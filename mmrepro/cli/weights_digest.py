@@ -1,7 +1,7 @@
 """``mmrepro-digest``: the weights digest of checkpoints, one line each.
 
 Prints ``<sha256>  <checkpoint>  (iteration N; what it covers)`` like ``sha256sum``,
-but over the weights alone (:func:`mmrepro.record.weights.weights_digest`): two
+but over the weights alone (:func:`mmrepro.resume.digests.weights_digest`): two
 bit-identical runs print the same line whatever else their files hold, and a
 checkpoint written without mmrepro (MMEngine's, or a bare ``state_dict``) gets one
 too. Files load through mmrepro's allow-list, never arbitrary unpickling.

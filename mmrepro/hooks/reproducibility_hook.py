@@ -9,6 +9,7 @@ from mmengine.registry import HOOKS
 from ..record.evaluation import EvaluationLedger
 from ..record.fingerprint import check_mode
 from ..record.recorder import RunRecorder
+from ..resume.digests import seal
 from ..resume.keeper import ResumeKeeper
 from ..resume.rank_buffers import broadcast_buffers
 from ..rng.seeding import get_rank
@@ -211,17 +212,23 @@ class ReproducibilityHook(Hook):
                            f"({entry['images']} images)")
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        """Add the run record, weights digest and ``mmrepro`` section to the checkpoint."""
+        """Add the ``mmrepro`` section, the digests of what a resume restores
+        (:func:`~mmrepro.resume.digests.seal`) and the run record to the checkpoint."""
         state = find_state(runner)
         if state is None or not state.enabled:
             return
-        self._recorder.saving(runner, checkpoint)
         self._keeper.before_save_checkpoint(runner, checkpoint)
+        self._recorder.saving(runner, checkpoint, seal(checkpoint))
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        """Validate the checkpoint's section against this run; keep it for restoring."""
+        """Validate the checkpoint's section against this run; keep it for restoring;
+        record how it compared with its digests."""
         self._keeper.after_load_checkpoint(runner, checkpoint)
         if getattr(runner, '_resume', False):
             self._recorder.resumed(checkpoint)
         else:
             self._recorder.loaded(runner, checkpoint)
+        state = find_state(runner)
+        if state is not None and state.verification is not None:
+            self._recorder.verified(runner, state.verification.record(
+                allowed=not state.settings.verify_checkpoints))

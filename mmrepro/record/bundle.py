@@ -7,8 +7,10 @@ metrics and predictions digest of every validation), the per-image predictions d
 (``predictions.jsonl``), the trace, the logged losses (``vis_data/scalars.json``) and
 the config dump; plus ``bundle.json``, listing each checkpoint of the work dir with its
 iteration and weights digest. The last checkpoint (the one ``last_checkpoint`` names)
-goes in only with ``weights=True``. ``mmrepro-diff`` takes a bundle wherever it takes a
-work dir.
+goes in only with ``weights=True``. A checkpoint whose weights do not match the digest
+saved with them, or a packed one that does not match any digest saved in it
+(:mod:`mmrepro.resume.verification`), is refused: nothing is written. ``mmrepro-diff``
+takes a bundle wherever it takes a work dir.
 
 Unpacking refuses any member outside the bundle's own directory, links and devices.
 """
@@ -22,6 +24,7 @@ import os.path as osp
 import tarfile
 from typing import Any, Dict, List, Tuple
 
+from ..resume.verification import IntegrityError, check_intact
 from ..trace import TRACE_NAME
 from .evaluation import PREDICTIONS_NAME
 from .run_record import RECORD_NAME
@@ -126,14 +129,20 @@ def pack(work_dir: str, out: str, weights: bool = False) -> Dict[str, Any]:
     check_out(out)
     work_dir, log_dirs = run_dirs(work_dir)
     members = _members(work_dir, log_dirs)
-    if weights:
-        members.append(_last_checkpoint(work_dir))
+    packed = _last_checkpoint(work_dir) if weights else None
+    if packed is not None:
+        members.append(packed)
     checkpoints = {}
     for path in sorted(glob.glob(osp.join(glob.escape(work_dir), '*.pth'))):
         try:
             found = checkpoint_weights(path)
-        except WeightsReadError as err:
-            raise BundleError(f'cannot bundle {path}: {err}') from None
+            if osp.basename(path) == packed or found.recorded not in (None, found.digest):
+                check_intact(path, osp.basename(path) == packed, f'cannot bundle {path}: it',
+                             'nothing was written (copy it again from where it was saved, or '
+                             'move it out of the work dir)')
+        except (WeightsReadError, IntegrityError) as err:
+            raise BundleError(str(err) if isinstance(err, IntegrityError) else
+                              f'cannot bundle {path}: {err}') from None
         checkpoints[osp.basename(path)] = dict(iter=found.iteration, sha256=found.digest,
                                                covers=found.covers)
     manifest = dict(format=BUNDLE_FORMAT, version=BUNDLE_VERSION,

@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .weights import update_digest
+from ..resume.digests import update_digest
 
 #: The run record's list of evaluations.
 RECORD_KEY = 'evaluation'

@@ -13,7 +13,7 @@ initialised from is recorded by what it holds, not by its name:
   http(s) names to the file in the torch hub cache or ``$MMENGINE_HOME``);
 - for each file: the name as given, the file read (a location: not compared), its size
   and sha256, a digest of the tensors it gives the module (by name, dtype, shape and
-  bytes: :func:`mmrepro.record.weights.weights_digest`), and how many of the module's
+  bytes: :func:`mmrepro.resume.digests.weights_digest`), and how many of the module's
   weights it misses, how many of its own the module has no place for, and how many have
   another shape;
 - ``model_sha256``: the digest of the model's weights after initialisation and loading,
@@ -34,8 +34,8 @@ import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import urlparse
 
+from ..resume.digests import weights_digest
 from .fingerprint import file_sha256
-from .weights import weights_digest
 
 #: The record's section.
 SECTION = 'initial'

@@ -6,12 +6,14 @@ from typing import Any, Dict, List, Optional
 
 from mmengine.dist import is_main_process
 
+from ..resume.digests import section_names, weights_digest
+from ..resume.verification import RECORD_KEY as VERIFICATION
 from .evaluation import RECORD_KEY as EVALUATION
 from .evaluation import Image, write_predictions
 from .initial_weights import SECTION as INITIAL
 from .initial_weights import initial_files, model_digest
 from .run_record import collect_run_record, write_run_record
-from .weights import RECORD_KEY, WeightsLedger, section_names, weights_digest
+from .weights import RECORD_KEY, WeightsLedger
 
 
 class RunRecorder:
@@ -20,7 +22,8 @@ class RunRecorder:
     ``ReproducibilityHook`` calls :meth:`start` before the run, :meth:`resumed` when a
     checkpoint is resumed, :meth:`starting` right before the first step, :meth:`saving`
     for every checkpoint, :meth:`evaluated` after every evaluation and :meth:`finish`
-    after training; a run that only evaluates gets :meth:`loaded` for its checkpoint.
+    after training; a run that only evaluates gets :meth:`loaded` for its checkpoint, and
+    a run that loads one :meth:`verified`.
 
     Args:
         fingerprint: How the record fingerprints each sample's files
@@ -94,12 +97,27 @@ class RunRecorder:
                 files=files, model_sha256=model_digest(runner.model))
         self._write(runner)
 
-    def saving(self, runner: Any, checkpoint: Dict[str, Any]) -> None:
-        """Put the record and the weights digest into the checkpoint being written."""
+    def saving(self, runner: Any, checkpoint: Dict[str, Any],
+               digest: Optional[str] = None) -> None:
+        """Put the record and the weights digest into the checkpoint being written.
+
+        Args:
+            runner: The Runner.
+            checkpoint: The checkpoint being written.
+            digest: Its weights digest where already computed; computed here otherwise.
+        """
         if self.record is None:
             return
         checkpoint['meta']['run_record'] = json.loads(json.dumps(self.record, default=str))
-        self.weights.saving(checkpoint)
+        self.weights.saving(checkpoint, digest)
+        self._write(runner)
+
+    def verified(self, runner: Any, entry: Dict[str, Any]) -> None:
+        """Record how the checkpoint this run resumed or loaded compared with its digests
+        (:data:`mmrepro.resume.verification.RECORD_KEY`)."""
+        if self.record is None:
+            return
+        self.record[VERIFICATION] = entry
         self._write(runner)
 
     def finish(self, runner: Any) -> None:

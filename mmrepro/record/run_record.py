@@ -70,9 +70,9 @@ IGNORED_KEYS = ('timestamp', 'work_dir', 'argv', 'config.work_dir')
 IGNORED_FIELDS = re.compile(
     r'^(initial\.files\..+\.(name|resolved|how)|code\.imports\..+\.origin)$')
 #: Record sections that are evidence, not settings (the weights digests, the
-#: evaluations, a test run's checkpoint): compared by
+#: evaluations, a test run's checkpoint, how the checkpoint loaded was verified): compared by
 #: ``repro_diff`` on their own, skipped by :func:`diff_records`.
-EVIDENCE_SECTIONS = ('weights', 'evaluation', 'checkpoint')
+EVIDENCE_SECTIONS = ('weights', 'evaluation', 'checkpoint', 'checkpoint_verification')
 #: Keys every record has (:func:`load_run_record` checks them).
 REQUIRED_KEYS = ('seed', 'world_size', 'versions', 'config_sha256')
 #: Stands for a key one of two records lacks (:func:`diff_records`).

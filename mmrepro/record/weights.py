@@ -1,80 +1,20 @@
-"""A digest of a model's weights that teammates can compare in one line.
+"""The digests of a run's weights: each checkpoint's and the final one (the ledger).
 
-The ``.pth`` files of two bit-identical runs differ (timestamps, paths, the message
-hub), so their ``sha256sum`` differs too. :func:`weights_digest` hashes only what the
-model computes with: every tensor of the checkpoint's ``state_dict`` and, where an
-``EMAHook`` saved one, its ``ema_state_dict``, each by name, dtype, shape and bytes, in
-sorted name order. Equal digests mean equal weights, byte for byte.
-
-``ReproducibilityHook`` writes it into every checkpoint's ``meta['weights_sha256']``
-and into the run record's ``weights`` section (:class:`WeightsLedger`), and logs it at
-the end of training; ``mmrepro-digest`` prints it for any checkpoint, one written without
-mmrepro included.
+The weights digest itself (sha256 of ``state_dict`` and ``ema_state_dict`` by name,
+dtype, shape and bytes) is defined with the other digests a checkpoint holds, in
+:mod:`mmrepro.resume.digests`. ``ReproducibilityHook`` writes it into every checkpoint's
+``meta['weights_sha256']`` and into the run record's ``weights`` section
+(:class:`WeightsLedger`), and logs it at the end of training; ``mmrepro-digest`` prints it
+for any checkpoint, one written without mmrepro included.
 """
 from __future__ import annotations
 
-import hashlib
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Optional
 
-import torch
+from ..resume.digests import META_KEY, section_names, weights_digest
 
-#: The checkpoint sections hashed, in this order.
-SECTIONS = ('state_dict', 'ema_state_dict')
-#: Where a checkpoint's digest goes: ``checkpoint['meta'][META_KEY]``.
-META_KEY = 'weights_sha256'
 #: The run record's section of digests (``{'checkpoints': {iter: digest}, 'final': ...}``).
 RECORD_KEY = 'weights'
-
-
-class WeightsError(ValueError):
-    """A file holds no weights that can be digested."""
-
-
-def update_digest(digest: Any, name: str, value: Any) -> None:
-    """Hash one named value: a tensor by name, dtype, shape and bytes; else its repr."""
-    if not torch.is_tensor(value):
-        digest.update(f'{name}\0{type(value).__name__}\0{value!r}\n'.encode())
-        return
-    value = value.detach().to('cpu').contiguous()
-    digest.update(f'{name}\0{value.dtype}\0{tuple(value.shape)}\n'.encode())
-    if value.numel():
-        digest.update(value.reshape(-1).view(torch.uint8).numpy().tobytes())
-
-
-def weights_digest(checkpoint: Mapping[str, Any]) -> str:
-    """sha256 (hex) of a checkpoint's weights, independent of its other content.
-
-    Args:
-        checkpoint: A loaded checkpoint (``state_dict`` and, if present,
-            ``ema_state_dict`` are hashed) or a bare state dict (every value a tensor).
-
-    Raises:
-        WeightsError: Neither a checkpoint with a ``state_dict`` nor a state dict.
-    """
-    if not isinstance(checkpoint, Mapping):
-        raise WeightsError(f'holds a {type(checkpoint).__name__}, not a checkpoint or a '
-                           'state dict')
-    if isinstance(checkpoint.get('state_dict'), Mapping):
-        sections = {k: checkpoint[k] for k in SECTIONS if isinstance(checkpoint.get(k),
-                                                                      Mapping)}
-    elif checkpoint and all(torch.is_tensor(v) for v in checkpoint.values()):
-        sections = {'state_dict': checkpoint}
-    else:
-        raise WeightsError('has no state_dict (keys: '
-                           f'{", ".join(map(str, list(checkpoint)[:6])) or "none"})')
-    digest = hashlib.sha256()
-    for section, state in sections.items():
-        digest.update(f'[{section}]\n'.encode())
-        for name in sorted(state, key=str):
-            update_digest(digest, str(name), state[name])
-    return digest.hexdigest()
-
-
-def section_names(checkpoint: Mapping[str, Any]) -> str:
-    """``state_dict`` or ``state_dict + ema_state_dict``: what the digest covers."""
-    if not isinstance(checkpoint.get('state_dict'), Mapping):
-        return 'state dict'
-    return ' + '.join(k for k in SECTIONS if isinstance(checkpoint.get(k), Mapping))
 
 
 class WeightsLedger:
@@ -89,9 +29,16 @@ class WeightsLedger:
         self.covers = 'state_dict'
         self.final_digest: Optional[Dict[str, Any]] = None
 
-    def saving(self, checkpoint: Dict[str, Any]) -> str:
-        """Digest the checkpoint being written, put it in its meta, and keep it."""
-        digest, self.covers = weights_digest(checkpoint), section_names(checkpoint)
+    def saving(self, checkpoint: Dict[str, Any], digest: Optional[str] = None) -> str:
+        """Keep the weights digest of the checkpoint being written and put it in its meta.
+
+        Args:
+            checkpoint: The checkpoint being written.
+            digest: Its weights digest where already computed
+                (:func:`mmrepro.resume.digests.seal`); computed here otherwise.
+        """
+        digest = weights_digest(checkpoint) if digest is None else digest
+        self.covers = section_names(checkpoint)
         meta = checkpoint.setdefault('meta', {})
         meta[META_KEY] = digest
         if isinstance(meta.get('iter'), int):

@@ -1,7 +1,7 @@
 """The weights a run holds evidence of: digests by iteration.
 
 A run's weights are known at an iteration from a checkpoint at hand (hashed with
-:func:`mmrepro.record.weights.weights_digest`, whatever wrote it) or from the run
+:func:`mmrepro.resume.digests.weights_digest`, whatever wrote it) or from the run
 record's ``weights`` section (the digests ``ReproducibilityHook`` recorded when it
 saved, so a run whose checkpoints were deleted still compares). A checkpoint at hand
 is hashed again rather than trusted: when its recorded digest disagrees, that is said.
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..resume.checkpoint_io import CheckpointLoadError, peek
-from .weights import META_KEY, RECORD_KEY, WeightsError, section_names, weights_digest
+from ..resume.digests import META_KEY, WeightsError, section_names, weights_digest
+from .weights import RECORD_KEY
 
 
 class WeightsReadError(ValueError):

@@ -3,11 +3,12 @@
 MMEngine opens ``load_from`` (or, resuming, the checkpoint ``last_checkpoint`` names)
 only once the Runner has made the work dir, its log and the run record, and a wrong file
 then ends in a traceback. :func:`check_checkpoint_inputs` reads what it can of the file
-first (memory-mapped: the tensors are not read) and raises a
-:class:`~mmrepro.run.config.ConfigError` naming the argument, the file, what was
-expected and the fix: the file is missing or a directory, is not a PyTorch checkpoint,
-cannot be read, or (resuming) is not a training checkpoint or holds weights that do not
-fit the config's model (another detector's checkpoint).
+first (memory-mapped) and raises a :class:`~mmrepro.run.config.ConfigError` naming the
+argument, the file, what was expected and the fix: the file is missing or a directory,
+is not a PyTorch checkpoint, cannot be read, does not match the digests saved in it
+(:mod:`.verification`: the weights, and resuming everything a resume restores; unless
+``randomness.verify_checkpoints=False``), or (resuming) is not a training checkpoint or
+holds weights that do not fit the config's model (another detector's checkpoint).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..run.config import ConfigError
 from .checkpoint_io import CheckpointLoadError, peek
+from .verification import enforce, verify_file
 
 #: What a checkpoint needs for MMEngine's ``Runner.resume`` (besides ``meta``).
 TRAINING_KEYS = ('state_dict', 'message_hub')
@@ -33,14 +35,15 @@ def check_checkpoint_inputs(cfg: Any, resume_arg: Optional[str] = None) -> None:
             messages name ``--resume`` where the user gave it, else the config key.
 
     Raises:
-        ConfigError: The file is missing, a directory, not a checkpoint or unreadable;
-            resuming, it is not a training checkpoint or does not fit the model.
+        ConfigError: The file is missing, a directory, not a checkpoint, unreadable or
+            does not match its digests; resuming, it is not a training checkpoint or
+            does not fit the model.
     """
     resume = bool(cfg.get('resume', False))
     load_from = cfg.get('load_from')
     named_by = None
     if resume and not load_from:
-        path = _last_checkpoint(str(cfg.get('work_dir')))
+        path = last_checkpoint(str(cfg.get('work_dir')))
         if path is None:
             return  # MMEngine trains from scratch, and says so
         named_by = osp.join(str(cfg.get('work_dir')), 'last_checkpoint')
@@ -57,13 +60,14 @@ def check_checkpoint_inputs(cfg: Any, resume_arg: Optional[str] = None) -> None:
                           'the latest checkpoint of the work dir: give the one to resume, '
                           'e.g. --resume WORK_DIR/epoch_N.pth')
     checkpoint = _read(path, arg, resume)
+    _verify(path, checkpoint, arg, resume, cfg.get('randomness'))
     if resume:
         _check_training_checkpoint(checkpoint, path, arg)
         _check_fits_model(checkpoint, cfg, path, arg)
 
 
-def _last_checkpoint(work_dir: str) -> Optional[str]:
-    """The checkpoint auto-resume takes (``last_checkpoint`` names it), if any."""
+def last_checkpoint(work_dir: str) -> Optional[str]:
+    """The checkpoint auto-resume takes (the file ``last_checkpoint`` names it), if any."""
     record = osp.join(work_dir, 'last_checkpoint')
     if not osp.isfile(record):
         return None
@@ -72,19 +76,46 @@ def _last_checkpoint(work_dir: str) -> Optional[str]:
     return path or None
 
 
-def check_checkpoint_file(path: str, arg: str, fix: str) -> None:
+def check_checkpoint_file(path: str, arg: str, fix: str,
+                          randomness: Optional[Mapping[str, Any]] = None,
+                          resuming: bool = False) -> None:
     """Check that a checkpoint to load (a local path) is a readable checkpoint file.
 
     Args:
         path: The checkpoint (a URL is not checked: MMEngine downloads it).
         arg: How the user gave it, for the message (e.g. ``CHECKPOINT``).
         fix: What to do about a wrong path, for the message.
+        randomness: The run's ``randomness`` (validated): where given, the file is
+            verified against its digests too, as ``verify_checkpoints`` says.
+        resuming: Verify everything a resume restores, not the weights alone.
 
     Raises:
-        ConfigError: The file is missing, a directory, unreadable or not a checkpoint.
+        ConfigError: The file is missing, a directory, unreadable, not a checkpoint, or
+            (``randomness`` given) does not match its digests.
     """
     if '://' not in path:
-        _read(path, arg, False, fix)
+        checkpoint = _read(path, arg, False, fix)
+        if randomness is not None:
+            _verify(path, checkpoint, arg, resuming, randomness)
+
+
+def _verify(path: str, checkpoint: Dict[str, Any], arg: str, resuming: bool,
+            randomness: Optional[Mapping[str, Any]]) -> None:
+    """Refuse a checkpoint that does not match its digests, unless the run's
+    ``randomness.verify_checkpoints`` is False (the Runner then says so)."""
+    allow = (randomness or {}).get('verify_checkpoints', True) is False
+    try:
+        enforce(verify_file(path, resuming, checkpoint), allow, 'nothing was written')
+    except CheckpointLoadError as err:
+        raise ConfigError(_named(err, path, arg)) from None
+
+
+def _named(err: CheckpointLoadError, path: str, arg: str) -> str:
+    """``err``'s message, naming the file as the user gave it (``--resume 'x.pth' ...``)."""
+    text, prefix = str(err), f'Checkpoint {osp.expanduser(path)!r} '
+    return f'{arg} {path!r} {text[len(prefix):]}' if text.startswith(prefix) else \
+        f'{arg} {path!r}: {text}'
+
 
 
 def _read(path: str, arg: str, resume: bool, fix: Optional[str] = None) -> Dict[str, Any]:
@@ -108,10 +139,7 @@ def _read(path: str, arg: str, resume: bool, fix: Optional[str] = None) -> Dict[
     try:
         checkpoint = peek(path)
     except CheckpointLoadError as err:
-        text, prefix = str(err), f'Checkpoint {osp.expanduser(path)!r} '
-        message = (f'{arg} {path!r} {text[len(prefix):]}' if text.startswith(prefix)
-                   else f'{arg} {path!r}: {text}')
-        raise ConfigError(message) from None
+        raise ConfigError(_named(err, path, arg)) from None
     if not isinstance(checkpoint, Mapping):
         raise ConfigError(f'{arg} {path!r} holds a {type(checkpoint).__name__}, expected a '
                           f'checkpoint (a dict with a state_dict); {fix}')
@@ -123,7 +151,7 @@ def checkpoints_in(directory: str) -> List[str]:
     names last."""
     found = sorted(glob.glob(osp.join(glob.escape(directory), '*.pth')),
                    key=lambda p: (osp.getmtime(p), p))
-    last = _last_checkpoint(directory)
+    last = last_checkpoint(directory)
     if last in found:
         found.remove(last)
         found.append(last)

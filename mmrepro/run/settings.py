@@ -51,6 +51,9 @@ class RunSettings:
         threads: PyTorch's intra-op threads per process; None keeps PyTorch's default.
         cpu_isa: A portable CPU mode (``'avx2'``, ``'avx512'`` or ``'default'``); None
             lets each CPU choose.
+        verify_checkpoints: Refuse a checkpoint that does not match the digests saved
+            in it (:mod:`mmrepro.resume.verification`); False loads it anyway, and the
+            log and run record say so.
     """
 
     seed: Optional[int] = None
@@ -65,6 +68,7 @@ class RunSettings:
     fill_uninitialized_memory: Optional[bool] = None
     threads: Optional[int] = None
     cpu_isa: Optional[str] = None
+    verify_checkpoints: bool = True
 
     def to_dict(self) -> Dict[str, Any]:
         """The settings as a plain dict, in the key order of :data:`RANDOMNESS_DEFAULTS`."""
@@ -76,7 +80,7 @@ RANDOMNESS_DEFAULTS: Dict[str, Any] = RunSettings().to_dict()
 
 
 _BOOL_KEYS = ('deterministic', 'diff_rank_seed', 'sample_seeding', 'keyed_cache',
-              'global_stream', 'warn_only', 'strict')
+              'global_stream', 'warn_only', 'strict', 'verify_checkpoints')
 
 
 def check_seed(seed: Any, key: str = 'randomness.seed') -> int:

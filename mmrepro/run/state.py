@@ -8,7 +8,8 @@ never gets one. Its fields are filled in the order a Runner sets up:
 1. ``init_args``: ``__init__``'s ``custom_hooks``, ``resume`` and ``load_from``
    (:mod:`mmrepro.runner.requested`);
 2. ``settings`` (validated ``randomness``, seed materialised) and ``resume`` (the
-   checkpoint to resume, its section validated once) in ``set_randomness``
+   checkpoint to resume, verified against its digests and its section validated once)
+   in ``set_randomness``
    (:mod:`mmrepro.runner.randomness`); a checkpoint not peeked at then (a remote file)
    is validated when it is loaded (:class:`mmrepro.resume.keeper.ResumeKeeper`), and
    ``resume.plan`` is decided once the layout is known
@@ -69,6 +70,8 @@ class RunState:
             MMEngine's clock).
         entry: How the Runner runs: ``train``, or ``val``/``test`` for a run that only
             evaluates (``Runner.val()``/``test()``; its record says so).
+        verification: How the checkpoint it resumes or loads compared with its digests
+            (:class:`mmrepro.resume.verification.Verdict`); None before one is loaded.
     """
 
     init_args: Dict[str, Any] = field(default_factory=dict)
@@ -82,6 +85,7 @@ class RunState:
     ddp: Dict[str, Any] = field(default_factory=dict)
     step_clock: int = 1
     entry: str = 'train'
+    verification: Any = None
 
     @property
     def enabled(self) -> bool:

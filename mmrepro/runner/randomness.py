@@ -16,6 +16,7 @@ from ..resume.section import check_section
 from ..rng.seeding import init_random_seed, set_random_seed
 from ..run.settings import RunSettings, parse_randomness
 from ..run.state import ResumeSource, log_pending, run_state
+from .checkpoints import verify_loading
 from .requested import requested_config
 
 #: ``(seed, where it was given)``, told by the training tool (:func:`note_seed_source`).
@@ -41,7 +42,8 @@ def set_randomness(runner: Runner, seed: Optional[int], kwargs: Dict[str, Any]) 
     """``Runner.set_randomness`` with validation and a seed that is never None.
 
     On the first call (from ``Runner.__init__``), when the config resumes, the
-    checkpoint to resume is peeked at (memory-mapped) and its ``mmrepro`` section
+    checkpoint to resume is peeked at (memory-mapped), checked against its digests
+    (:func:`~mmrepro.runner.checkpoints.verify_loading`) and its ``mmrepro`` section
     validated, so that its seed and data position are known before any sampler or
     DataLoader is built (:class:`~mmrepro.run.state.ResumeSource`). Without a seed in
     the config, one is drawn on rank 0 and broadcast. The seed is written back into
@@ -59,7 +61,7 @@ def set_randomness(runner: Runner, seed: Optional[int], kwargs: Dict[str, Any]) 
     settings = parse_randomness(dict(kwargs, seed=seed))
     cpu.check_process(settings.cpu_isa)  # before anything is built or written
     if first_call:
-        state.resume = _peek_resume_checkpoint(runner)
+        state.resume = _peek_resume_checkpoint(runner, settings)
     settings, source = _materialise_seed(settings, state.resume if first_call else None,
                                          state)
     _apply(runner, settings)
@@ -116,8 +118,13 @@ def _seed_line(settings: RunSettings, source: str) -> str:
             f'sample_seeding={settings.sample_seeding}{extra}')
 
 
-def _peek_resume_checkpoint(runner: Runner) -> Optional[ResumeSource]:
-    """Seed and validated mmrepro section of the checkpoint the config resumes, if any."""
+def _peek_resume_checkpoint(runner: Runner, settings: RunSettings) -> Optional[ResumeSource]:
+    """Seed and validated mmrepro section of the checkpoint the config resumes, if any,
+    once it is verified against its digests.
+
+    Raises:
+        IntegrityError: It does not match its digests (and ``settings`` refuse that).
+    """
     cfg = requested_config(runner)
     if not cfg.get('resume', False):
         return None
@@ -127,6 +134,7 @@ def _peek_resume_checkpoint(runner: Runner) -> Optional[ResumeSource]:
     checkpoint = peek(path)
     if not isinstance(checkpoint, dict):
         return None
+    verify_loading(runner, str(path), True, settings, checkpoint)
     section = checkpoint.get('mmrepro')
     meta = checkpoint.get('meta') or {}
     return ResumeSource(path=str(path), seed=meta.get('seed'),

@@ -23,9 +23,10 @@ from mmengine.runner import Runner
 from mmengine.runner.base_loop import BaseLoop
 from torch.utils.data import DataLoader
 
+from ..resume.atomic_write import SaveError
 from ..run.scopes import RUNNER_SETUP, SAFE_LOADING, inside
 from ..run.state import run_state
-from .checkpoints import save_backend_args
+from .checkpoints import save_backend_args, save_failed, verify_loading
 from .distributed import ddp_config
 from .epoch_loop import checked_train_loop, train_loop_config
 from .evaluation import build_eval_loop, evaluating
@@ -113,22 +114,32 @@ class ReproRunnerMixin:
     def save_checkpoint(self, out_dir: str, filename: str,
                         file_client_args: Optional[dict] = None, *args: Any,
                         backend_args: Optional[dict] = None, **kwargs: Any) -> None:
-        """A local checkpoint is written atomically (:mod:`.checkpoints`)."""
+        """A local checkpoint is written atomically; a write the disk or the file
+        system refuses is one line naming the checkpoint to resume from
+        (:mod:`.checkpoints`)."""
         backend_args = save_backend_args(out_dir, file_client_args, backend_args)
-        return super().save_checkpoint(out_dir, filename, file_client_args, *args,
-                                       backend_args=backend_args, **kwargs)
+        try:
+            return super().save_checkpoint(out_dir, filename, file_client_args, *args,
+                                           backend_args=backend_args, **kwargs)
+        except SaveError as err:
+            raise save_failed(self.work_dir, err) from None
 
-    def load_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        """Local files are loaded with mmrepro's allow-list
-        (:mod:`mmrepro.patches.checkpoint_scheme`)."""
+    def load_checkpoint(self, filename: str, *args: Any, **kwargs: Any) -> Any:
+        """A local file is checked against its weights digest first, and loaded with
+        mmrepro's allow-list (:mod:`.checkpoints`,
+        :mod:`mmrepro.patches.checkpoint_scheme`)."""
+        verify_loading(self, filename, resuming=False)
         with inside(SAFE_LOADING):
-            return super().load_checkpoint(*args, **kwargs)
+            return super().load_checkpoint(filename, *args, **kwargs)
 
-    def resume(self, *args: Any, **kwargs: Any) -> None:
-        """Local files are loaded with mmrepro's allow-list; then a train loader built
-        before the checkpoint was known starts where it stopped (:mod:`.loaders`)."""
+    def resume(self, filename: str, *args: Any, **kwargs: Any) -> None:
+        """A local file is checked against the digests of everything a resume restores
+        first, and loaded with mmrepro's allow-list; then a train loader built before the
+        checkpoint was known starts where it stopped (:mod:`.checkpoints`,
+        :mod:`.loaders`)."""
+        verify_loading(self, filename, resuming=True)
         with inside(SAFE_LOADING):
-            super().resume(*args, **kwargs)
+            super().resume(filename, *args, **kwargs)
         position_after_resume(self)
 
     # ----------------------------------------------------------------------- hooks

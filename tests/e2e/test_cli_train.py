@@ -84,9 +84,9 @@ def test_faster_rcnn_trains_with_replaced_roi_align(runs):
 
 @pytest.mark.parametrize('argv, message', [
     (['--cfg-options', 'randomness.seed=-5'],
-     'train.py: error: randomness.seed must be in [0, 4294967295] (2**32 - 1), got -5.'),
+     'mmrepro-train: error: randomness.seed must be in [0, 4294967295] (2**32 - 1), got -5.'),
     (['--cfg-options', 'randomness.determinstic=True'],
-     "train.py: error: Unknown key(s) ['determinstic'] in `randomness`"),
+     "mmrepro-train: error: Unknown key(s) ['determinstic'] in `randomness`"),
 ])
 def test_bad_randomness_is_one_error_line_and_exit_2(tmp_path, argv, message):
     proc = subprocess.run([sys.executable, osp.join(REPO, 'tools', 'train.py'),

@@ -43,7 +43,7 @@ def test_relative_links_resolve(page):
 
 def test_docs_have_pages_and_readme_is_short():
     assert len(PAGES) - 1 >= 5
-    assert len(open(PAGES[0]).read().splitlines()) <= 200
+    assert len(open(PAGES[0]).read().splitlines()) <= 150
 
 
 @pytest.mark.parametrize('path', PAGES + SCRIPTS + SOURCES, ids=lambda p: osp.relpath(p, REPO))

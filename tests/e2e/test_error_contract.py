@@ -23,15 +23,21 @@ from __future__ import annotations
 
 import os
 import os.path as osp
+import shutil
 import subprocess
 import sys
 from typing import Tuple
 
 import pytest
 import torch
+from support.checkpoints import flip_bit
 from support.doc_examples import assert_shows
 from support.error_contract import LAUNCHER_VARIABLES, Tool, run_tool
 from support.repro_utils import CONFIGS, REPO, checkpoint, pythonpath, write_config
+
+from mmrepro.resume.checkpoint_io import safe_load
+from mmrepro.resume.digests import PARTS_KEY, part_digests
+from mmrepro.resume.verification import PART_NAMES
 
 DEMO = CONFIGS['retinanet']  # batch_size 2, no accumulation
 NO_KEY_VALUE = ("--cfg-options expects KEY=VALUE pairs, got 'randomness.seed' (no value): "
@@ -66,6 +72,16 @@ OTHER_MODEL = (
     'model); expected a checkpoint of this config: resume with the config that wrote it, or '
     'pass --cfg-options load_from={retina_ckpt} without --resume to start a new run from its '
     'weights')
+
+
+#: A checkpoint with one bit flipped (:data:`FLIPPED`), after the argument that names it.
+FLIPPED_LINE = (
+    "'{flipped}' does not hold what was saved in it: {part}: expected sha256 {expected}, "
+    'found {found}, the first {unit} that differs is {first}. It was changed or damaged after '
+    'it was saved (a copy, a transfer, the storage): copy it again from where it was '
+    'written, or resume from another checkpoint; nothing was written. To load it anyway: '
+    '--no-verify-checkpoints (randomness.verify_checkpoints=False); the run record then says '
+    'it was not verified.')
 
 
 def _global_batch(expected: int, ranks: int, fix: int) -> str:
@@ -103,35 +119,36 @@ DIST_TEST = Tool(osp.join(REPO, 'tools', 'dist_test.sh'))
 #: config).
 CASES = {
     'train-key-without-value': (TRAIN, [*W, DEMO, '--cfg-options', 'randomness.seed'],
-                                'train.py: error: ' + NO_KEY_VALUE),
+                                'mmrepro-train: error: ' + NO_KEY_VALUE),
     'train-key-without-name': (TRAIN, [*W, DEMO, '--cfg-options', '=3'],
-                               "train.py: error: --cfg-options expects KEY=VALUE pairs, got "
+                               "mmrepro-train: error: --cfg-options expects KEY=VALUE pairs, got "
                                "'=3' (no key): write it as KEY=VALUE, e.g. randomness.seed=0"),
     'train-unparsable-value': (TRAIN, [*W, DEMO, '--cfg-options', 'randomness.seed=[1,2'],
-                               'train.py: error: ' + CANNOT_PARSE.format(
+                               'mmrepro-train: error: ' + CANNOT_PARSE.format(
                                    key='randomness.seed', value='[1,2', opened=1, closed=0)),
-    'train-syntax-error': (TRAIN, [*W, '{bad}'], 'train.py: error: ' + SYNTAX),
-    'train-syntax-error-in-base': (TRAIN, [*W, '{child}'], 'train.py: error: ' + SYNTAX_IN_BASE),
-    'train-missing-config': (TRAIN, [*W, '{missing}'], 'train.py: error: ' + MISSING),
+    'train-syntax-error': (TRAIN, [*W, '{bad}'], 'mmrepro-train: error: ' + SYNTAX),
+    'train-syntax-error-in-base': (TRAIN, [*W, '{child}'],
+                                   'mmrepro-train: error: ' + SYNTAX_IN_BASE),
+    'train-missing-config': (TRAIN, [*W, '{missing}'], 'mmrepro-train: error: ' + MISSING),
     'train-global-batch': (TRAIN, [*W, DEMO, '--cfg-options', 'randomness.global_batch=4'],
-                           'train.py: error: ' + _global_batch(4, 1, 4)),
+                           'mmrepro-train: error: ' + _global_batch(4, 1, 4)),
     'train-auto-scale-lr-without-base': (
         TRAIN, [*W, '{plain}', '--auto-scale-lr'],
-        'train.py: error: --auto-scale-lr needs auto_scale_lr.base_batch_size in the config '
+        'mmrepro-train: error: --auto-scale-lr needs auto_scale_lr.base_batch_size in the config '
         '(the batch size its learning rate is for), got auto_scale_lr=None; add e.g. '
         '`auto_scale_lr = dict(enable=False, base_batch_size=16)` to the config'),
     'train-amp-other-wrapper': (
         TRAIN, [*W, '{plain}', '--amp', '--cfg-options', 'optim_wrapper.type=Foo'],
-        "train.py: error: --amp needs optim_wrapper.type OptimWrapper (or AmpOptimWrapper), "
+        "mmrepro-train: error: --amp needs optim_wrapper.type OptimWrapper (or AmpOptimWrapper), "
         "got optim_wrapper.type='Foo'; remove --amp, or set optim_wrapper.type"),
     'train-runner-type-without-mmrepros-methods': (
         TRAIN, [*W, DEMO, '--cfg-options', 'runner_type=FlexibleRunner'],
-        "train.py: error: runner_type='FlexibleRunner': the config enables mmrepro, but "
+        "mmrepro-train: error: runner_type='FlexibleRunner': the config enables mmrepro, but "
         "FlexibleRunner lacks mmrepro's Runner methods; use runner_type='ReproRunner', or "
         'define it as class FlexibleRunner(ReproRunnerMixin, Runner) (from mmrepro import '
         'ReproRunnerMixin)'),
     'train-bad-flag-value': (TRAIN, [*W, DEMO, '--seed', 'abc'],
-                             "train.py: error: argument --seed: --seed must be an integer in "
+                             "mmrepro-train: error: argument --seed: --seed must be an integer in "
                              "[0, 2**32 - 1], got 'abc'"),
     'check-key-without-value': (CHECK, [*W, DEMO, '--cfg-options', 'randomness.seed'],
                                 'mmrepro-check: error: ' + NO_KEY_VALUE),
@@ -144,15 +161,15 @@ CASES = {
                 'randomness.global_batch=2'], 'mmrepro-check: error: ' + _global_batch(2, 2, 1)),
     'matrix-key-without-value': (MATRIX, ['--families', 'fcos', '--cfg-options',
                                           'randomness.seed'],
-                                 'support_matrix: error: ' + NO_KEY_VALUE),
+                                 'mmrepro-matrix: error: ' + NO_KEY_VALUE),
     'matrix-global-batch': (MATRIX, ['--families', 'fcos', '--cfg-options',
                                      'randomness.global_batch=3'],
-                            'support_matrix: error: family fcos: ' + _global_batch(3, 1, 3)),
+                            'mmrepro-matrix: error: family fcos: ' + _global_batch(3, 1, 3)),
     'matrix-bad-flag-value': (MATRIX, ['--jobs', 'x'],
-                              "support_matrix: error: argument --jobs: invalid int value: "
+                              "mmrepro-matrix: error: argument --jobs: invalid int value: "
                               "'x'"),
     'demo-data-bad-count': (DEMO_DATA, ['{work_dir}', '--num-train', '0'],
-                            'make_demo_data: error: argument --num-train: must be >= 1, got 0'),
+                            'mmrepro-demo-data: error: argument --num-train: must be >= 1, got 0'),
     'dist-python-without-torch': (
         DIST, [DEMO, '1', *W],
         "dist_train.sh: error: the python used (PYTHON={no_torch}) cannot import torch "
@@ -191,18 +208,18 @@ CASES = {
                            'required: CHECKPOINT'),
     'dist-global-batch-2-ranks': (DIST, [DEMO, '2', *W, '--cfg-options',
                                          'randomness.global_batch=2'],
-                                  'train.py: error: ' + _global_batch(2, 2, 1)),
+                                  'mmrepro-train: error: ' + _global_batch(2, 2, 1)),
     'train-unbalanced-brackets': (
         TRAIN, [*W, DEMO, '--cfg-options', 'train_cfg.max_epochs=[1'],
-        'train.py: error: ' + CANNOT_PARSE.format(key='train_cfg.max_epochs', value='[1',
+        'mmrepro-train: error: ' + CANNOT_PARSE.format(key='train_cfg.max_epochs', value='[1',
                                                   opened=1, closed=0)),
     'train-string-for-a-number': (
         TRAIN, [*W, DEMO, '--cfg-options', 'train_cfg.max_epochs=three'],
-        "train.py: error: --cfg-options train_cfg.max_epochs='three': expected a number (the "
+        "mmrepro-train: error: --cfg-options train_cfg.max_epochs='three': expected a number (the "
         'config has train_cfg.max_epochs=3), got a string; write e.g. train_cfg.max_epochs=3'),
     'train-randomness-not-a-dict': (
         TRAIN, [*W, DEMO, '--cfg-options', 'randomness=5'],
-        'train.py: error: randomness must be a dict such as dict(seed=0, deterministic=True), '
+        'mmrepro-train: error: randomness must be a dict such as dict(seed=0, deterministic=True), '
         'got 5 (int). Set its keys, e.g. `--cfg-options randomness.seed=5` or `randomness = '
         'dict(seed=5)` in the config.'),
     'train-compile-not-a-dict': (
@@ -210,69 +227,77 @@ CASES = {
         "train.py: error: compile='inductor': expected True, False or a dict of torch.compile "
         "arguments, e.g. compile=dict(backend='inductor', mode='default')"),
     'train-negative-seed': (TRAIN, [*W, DEMO, '--seed', '-1'],
-                            'train.py: error: argument --seed: --seed must be in [0, '
+                            'mmrepro-train: error: argument --seed: --seed must be in [0, '
                             '4294967295] (2**32 - 1), got -1. Pick a seed in that range, e.g. '
                             '`1`.'),
     'train-work-dir-is-a-file': (
         TRAIN, ['--work-dir', '{plain}', DEMO],
-        "train.py: error: --work-dir '{plain}' is a file, expected a directory (made if "
+        "mmrepro-train: error: --work-dir '{plain}' is a file, expected a directory (made if "
         'missing) for the checkpoints and logs; choose another path'),
     'train-work-dir-under-a-file': (
         TRAIN, ['--work-dir', '{plain}/work', DEMO],
-        "train.py: error: --work-dir '{plain}/work' cannot be made: '{plain}' is a file, "
+        "mmrepro-train: error: --work-dir '{plain}/work' cannot be made: '{plain}' is a file, "
         'expected a directory; choose another path'),
     'train-launcher-without-environment': (TRAIN, [*W, DEMO, '--launcher', 'pytorch'],
-                                           'train.py: error: ' + LAUNCHER),
+                                           'mmrepro-train: error: ' + LAUNCHER),
     'train-resume-missing-file': (
         TRAIN, [*W, DEMO, '--resume', '{missing}.pth'],
-        "train.py: error: --resume '{missing}.pth': no such file, expected a checkpoint file "
+        "mmrepro-train: error: --resume '{missing}.pth': no such file, expected a checkpoint file "
         '(.pth); ' + RESUME_FIX),
     'train-resume-directory': (
         TRAIN, [*W, DEMO, '--resume', '{files}'],
-        "train.py: error: --resume '{files}' is a directory holding no checkpoint, expected a "
+        "mmrepro-train: error: --resume '{files}' is a directory holding no checkpoint, expected a "
         'checkpoint file (.pth); ' + RESUME_FIX),
     'train-resume-work-dir': (
         TRAIN, [*W, DEMO, '--resume', '{retina_dir}'],
-        "train.py: error: --resume '{retina_dir}' is a directory, expected a checkpoint file "
+        "mmrepro-train: error: --resume '{retina_dir}' is a directory, expected a checkpoint file "
         '(.pth); give one of its checkpoints (--resume {retina_last}), or --resume alone with '
         '--work-dir {retina_dir} to resume its latest'),
     'train-resume-not-a-checkpoint': (TRAIN, [*W, DEMO, '--resume', '{plain}'],
-                                      "train.py: error: --resume '{plain}' " + NOT_TORCH),
+                                      "mmrepro-train: error: --resume '{plain}' " + NOT_TORCH),
     'train-resume-weights-only': (
         TRAIN, [*W, DEMO, '--resume', '{bare}'],
-        "train.py: error: --resume '{bare}' lacks state_dict, message_hub, meta['epoch'] and "
+        "mmrepro-train: error: --resume '{bare}' lacks state_dict, message_hub, meta['epoch'] and "
         "meta['iter'], so it is not a training checkpoint that can be resumed; expected one "
         "that MMEngine's CheckpointHook saved: to start a new run from its weights, pass "
         '--cfg-options load_from={bare} without --resume'),
     'train-resume-another-model': (TRAIN, [*W, '{faster}', '--resume', '{retina_ckpt}'],
-                                   'train.py: error: ' + OTHER_MODEL),
+                                   'mmrepro-train: error: ' + OTHER_MODEL),
+    'train-resume-flipped-weight': (TRAIN, [*W, DEMO, '--resume', '{flipped}'],
+                                    'mmrepro-train: error: --resume ' + FLIPPED_LINE),
+    'train-resume-flipped-moment': (TRAIN, [*W, DEMO, '--resume', '{flipped}'],
+                                    'mmrepro-train: error: --resume ' + FLIPPED_LINE),
+    'train-resume-flipped-rng-state': (TRAIN, [*W, DEMO, '--resume', '{flipped}'],
+                                       'mmrepro-train: error: --resume ' + FLIPPED_LINE),
+    'test-flipped-checkpoint': (TEST, [*W, DEMO, '{flipped}'],
+                                'mmrepro-test: error: CHECKPOINT ' + FLIPPED_LINE),
     'train-load-from-missing-file': (
         TRAIN, [*W, DEMO, '--cfg-options', 'load_from={missing}.pth'],
-        "train.py: error: load_from '{missing}.pth': no such file, expected a checkpoint file "
+        "mmrepro-train: error: load_from '{missing}.pth': no such file, expected a checkpoint file "
         '(.pth); check the path given to load_from'),
     'check-config-resume-missing-file': (
         TRAIN, [*W, DEMO, '--check-config', '--resume', '{missing}.pth'],
-        "train.py: error: --resume '{missing}.pth': no such file, expected a checkpoint file "
+        "mmrepro-train: error: --resume '{missing}.pth': no such file, expected a checkpoint file "
         '(.pth); ' + RESUME_FIX),
     'check-config-work-dir-is-a-file': (
         TRAIN, ['--work-dir', '{plain}', DEMO, '--check-config'],
-        "train.py: error: --work-dir '{plain}' is a file, expected a directory (made if "
+        "mmrepro-train: error: --work-dir '{plain}' is a file, expected a directory (made if "
         'missing) for the checkpoints and logs; choose another path'),
     'check-config-launcher-without-world-size': (
         TRAIN, [*W, DEMO, '--check-config', '--launcher', 'pytorch'],
-        'train.py: error: --check-config --launcher pytorch checks the arguments for every '
+        'mmrepro-train: error: --check-config --launcher pytorch checks the arguments for every '
         'process the launcher will start and needs their number in WORLD_SIZE, but it is not '
         'set; run it as WORLD_SIZE=NPROC tools/train.py CONFIG --check-config --launcher '
         'pytorch (tools/dist_train.sh does)'),
     'check-config-resume-another-model': (
         TRAIN, [*W, '{faster}', '--check-config', '--resume', '{retina_ckpt}'],
-        'train.py: error: ' + OTHER_MODEL),
+        'mmrepro-train: error: ' + OTHER_MODEL),
     'dist-resume-missing-file': (
         DIST, [DEMO, '2', *W, '--resume', '{missing}.pth'],
-        "train.py: error: --resume '{missing}.pth': no such file, expected a checkpoint file "
+        "mmrepro-train: error: --resume '{missing}.pth': no such file, expected a checkpoint file "
         '(.pth); ' + RESUME_FIX),
     'dist-resume-another-model': (DIST, ['{faster}', '2', *W, '--resume', '{retina_ckpt}'],
-                                  'train.py: error: ' + OTHER_MODEL),
+                                  'mmrepro-train: error: ' + OTHER_MODEL),
     'digest-directory': (DIGEST, ['{files}'],
                          'mmrepro-digest: error: {files}: a directory holding no checkpoint, '
                          'expected a checkpoint file (.pth)'),
@@ -297,6 +322,10 @@ CASES = {
 #: The cases that name the session's cached RetinaNet run or the Faster R-CNN test config.
 NEEDS_RUNS = ('train-resume-work-dir', 'train-resume-another-model', 'digest-work-dir',
               'check-config-resume-another-model', 'dist-resume-another-model')
+#: The cases that resume or test a copy of the cached RetinaNet run's first checkpoint
+#: with one bit flipped (``{flipped}``), and the part it is flipped in.
+FLIPPED = {'train-resume-flipped-weight': 'weights', 'train-resume-flipped-moment': 'optimizer',
+           'train-resume-flipped-rng-state': 'mmrepro', 'test-flipped-checkpoint': 'weights'}
 #: The cases run in a real subprocess (the module's docstring says why); the others call
 #: the tool's ``main`` in this process.
 IN_SUBPROCESS = (*sorted(case for case, (tool, _, _) in CASES.items()
@@ -339,6 +368,30 @@ def _with_runs(places: dict, request, tmp_path) -> dict:
                 retina_last=checkpoint(retina), faster=faster)
 
 
+def _with_flipped(places: dict, request, tmp_path, part: str) -> dict:
+    """``places`` and a copy of the cached RetinaNet run's first checkpoint with one bit
+    flipped in ``part`` (``{flipped}``), and what the line says of it."""
+    runs = request.getfixturevalue('runs')
+    path = tmp_path / 'flipped' / 'epoch_1.pth'
+    path.parent.mkdir()
+    shutil.copy(checkpoint(runs.get('retinanet', 'base'), 'epoch_1.pth'), path)
+    saved = safe_load(str(path))
+    if part == 'weights':
+        name = 'bbox_head.retina_cls.weight'
+        tensor, first = saved['state_dict'][name], f'state_dict[{name!r}]'
+    elif part == 'optimizer':
+        key = next(iter(saved['optimizer']['state']))
+        tensor = saved['optimizer']['state'][key]['momentum_buffer']
+        first = f"optimizer['state'][{key!r}]['momentum_buffer']"
+    else:
+        tensor, first = saved['mmrepro']['rng'][0]['torch'], "mmrepro['rng'][0]['torch']"
+    flip_bit(str(path), tensor)
+    found = part_digests(safe_load(str(path)), [part])[part].sha256
+    return dict(places, flipped=str(path), part=PART_NAMES[part], first=first, found=found,
+                expected=saved['meta'][PARTS_KEY]['parts'][part]['sha256'],
+                unit='tensor' if part == 'weights' else 'entry')
+
+
 def _run(case: str, places: dict, cwd: str, capfd, monkeypatch) -> Tuple[int, str]:
     """Run ``case`` from ``cwd``: its exit status and stderr."""
     tool, args, _ = CASES[case]
@@ -372,6 +425,8 @@ def test_bad_input_is_one_error_line_exit_2_and_nothing_written(case, places, tm
                                                                  request, capfd, monkeypatch):
     if case in NEEDS_RUNS:
         places = _with_runs(places, request, tmp_path)
+    if case in FLIPPED:
+        places = _with_flipped(places, request, tmp_path, FLIPPED[case])
     cwd = tmp_path / 'cwd'
     cwd.mkdir()
     files = sorted(os.listdir(places['files']))

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from support.checkpoints import without_part_digests
 from support.repro_utils import (
     ITER_LOOP,
     REPO,
@@ -137,10 +138,13 @@ def test_checkpoint_without_mmrepro_state_resumes_with_warning(runs, tmp_path):
     ckpt = safe_load(checkpoint(runs.get('retinanet', 'base'), 'epoch_2.pth'))
     del ckpt['mmrepro']
     plain = str(tmp_path / 'plain.pth')
-    torch.save(ckpt, plain)
+    torch.save(without_part_digests(ckpt, weights_too=True), plain)  # as MMEngine saves
     work_dir, out = _resume(runs, tmp_path, 'retinanet', plain)
     assert ('the checkpoint being resumed has no mmrepro state (written without mmrepro?). '
             'Cannot restore: python/numpy/torch/CUDA RNG states of every rank') in out
+    assert (f'mmrepro: {plain} holds no digests (written without mmrepro, or by an earlier '
+            'release): its weights, optimizer state, parameter scheduler state and training '
+            'position (epoch, iteration, seed) could not be verified; loaded as it is.') in out
     assert osp.exists(osp.join(work_dir, 'epoch_3.pth'))
 
 
@@ -154,8 +158,12 @@ def test_a_format_1_checkpoint_of_the_previous_release_resumes_exactly(runs, tmp
     section.update(format=1, position=dict(epoch=position['epoch'],
                                            batches=position['global_batches']))
     old = str(tmp_path / 'format_1.pth')
-    torch.save(ckpt, old)
+    torch.save(without_part_digests(ckpt), old)  # that release digested the weights alone
     work_dir, out = _resume(runs, tmp_path, 'retinanet', old)
+    assert (f'mmrepro: {old}: weights match the digests saved with it; its optimizer state, '
+            'parameter scheduler state, mmrepro section (RNG states, data position) and '
+            'training position (epoch, iteration, seed) could not be verified (saved without '
+            'their digests, by an earlier mmrepro).') in out
     assert 'mmrepro: resumed RNG states and data position' in out
     assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
 

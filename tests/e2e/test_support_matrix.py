@@ -13,7 +13,7 @@ import os.path as osp
 import pytest
 from support.repro_utils import REPO
 
-from mmrepro.checks import support_matrix as sm
+from mmrepro.checks.matrix import run as sm
 from mmrepro.cli.support_matrix import main as matrix_main
 
 #: What the audit replaces in each family (and nothing stays nondeterministic).

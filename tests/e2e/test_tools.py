@@ -62,7 +62,7 @@ def test_demo_data_refuses_a_directory_holding_other_annotations(tmp_path, monke
     path = osp.join(REPO, 'tools', 'make_demo_data.py')
     assert _run_tool(path, [str(tmp_path / 'coco')], monkeypatch) == 2
     err = capsys.readouterr().err
-    assert err == (f'make_demo_data: error: {tmp_path / "coco"} already holds COCO '
+    assert err == (f'mmrepro-demo-data: error: {tmp_path / "coco"} already holds COCO '
                    'annotations that make_tiny_coco did not write; give an empty or new '
                    'directory (nothing was changed)\n')
     assert json.loads(ann.read_text()) == dict(images=[], annotations=[], categories=[])
@@ -73,7 +73,7 @@ def test_demo_data_counts_must_be_positive(tmp_path, monkeypatch, capsys):
     path = osp.join(REPO, 'tools', 'make_demo_data.py')
     assert _run_tool(path, [str(tmp_path / 'd'), '--num-train', '0'], monkeypatch) == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == ('make_demo_data: error: argument --num-train: '
+    assert err.splitlines()[-1] == ('mmrepro-demo-data: error: argument --num-train: '
                                     'must be >= 1, got 0')
     assert not (tmp_path / 'd').exists()
 

@@ -93,7 +93,7 @@ def train(family: str, data_root: str) -> Dict[str, Any]:
     from mmengine.registry import init_default_scope
     from triton.runtime.interpreter import InterpretedFunction
 
-    from mmrepro.checks import support_matrix as sm
+    from mmrepro.checks.matrix import run as sm
     from mmrepro.ops import adaptive_pool
     from mmrepro.ops.op_audit import audit_model
 
@@ -144,7 +144,7 @@ def train(family: str, data_root: str) -> Dict[str, Any]:
 def summary(run: Dict[str, Any], values: bool) -> Dict[str, Any]:
     """What the test compares: losses, launches, digests of the weights and of each
     step's gradients, and (``values``) the first step's gradients themselves."""
-    from mmrepro.checks.epoch_resume import object_digest
+    from mmrepro.checks.matrix.epoch_resume import object_digest
     return dict(losses=run['losses'], launches=run['launches'],
                 state=object_digest(run['state']),
                 grads=[object_digest(step) for step in run['grads']],

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os.path as osp
 
-from mmrepro.checks import support_matrix as sm
-from mmrepro.checks.epoch_resume import run_epoch_resume_check
+from mmrepro.checks.matrix import run as sm
+from mmrepro.checks.matrix.epoch_resume import run_epoch_resume_check
 
 #: One process per run, 8 of the 16 images at 4 per batch: 2 iterations per epoch, so the
 #: 4 epochs train in seconds.

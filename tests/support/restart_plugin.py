@@ -58,11 +58,12 @@ class AttemptKillHook(Hook):
                           f'killed-attempt{self.attempt}-rank{self.rank}-iter{self.at_iter}'))
 
 
-class _KillingWriter:
-    """A file wrapper that SIGKILLs the process once ``limit`` bytes are written."""
+class LimitedWriter:
+    """A file wrapper that writes ``limit`` bytes, then calls :meth:`stop` (a subclass's:
+    the process dies, the disk is full...)."""
 
-    def __init__(self, file: IO[bytes], limit: int, marker: str) -> None:
-        self.file, self.limit, self.marker, self.written = file, limit, marker, 0
+    def __init__(self, file: IO[bytes], limit: int) -> None:
+        self.file, self.limit, self.written = file, limit, 0
 
     def write(self, data: Any) -> int:
         data = memoryview(data).cast('B')
@@ -70,10 +71,13 @@ class _KillingWriter:
             self.written += len(data)
             return self.file.write(data)
         self.file.write(data[:self.limit - self.written])
-        self.file.flush()
-        os.fsync(self.file.fileno())
-        _die(self.marker, f'{self.file.name}\n{self.limit}\n')
+        self.written = self.limit
+        self.stop()
         return 0  # not reached
+
+    def stop(self) -> None:
+        """What happens once ``limit`` bytes are written."""
+        raise NotImplementedError
 
     def flush(self) -> None:
         self.file.flush()
@@ -85,11 +89,24 @@ class _KillingWriter:
     def name(self) -> str:
         return self.file.name
 
-    def __enter__(self) -> _KillingWriter:
+    def __enter__(self) -> LimitedWriter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.file.close()
+
+
+class _KillingWriter(LimitedWriter):
+    """A file wrapper that SIGKILLs the process once ``limit`` bytes are written."""
+
+    def __init__(self, file: IO[bytes], limit: int, marker: str) -> None:
+        super().__init__(file, limit)
+        self.marker = marker
+
+    def stop(self) -> None:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        _die(self.marker, f'{self.file.name}\n{self.limit}\n')
 
 
 @HOOKS.register_module()

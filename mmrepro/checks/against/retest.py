@@ -15,9 +15,10 @@ import subprocess
 from typing import Callable, List
 
 from ...record.run_record import diff_records
-from ...record.weights import weights_digest
 from ...resume.checkpoint_io import safe_load
+from ...resume.digests import weights_digest
 from ...resume.preflight import check_checkpoint_file
+from ...resume.verification import check_intact
 from ..eval_verdict import checkpoint_lines, compare_test_runs
 from ..evaluations import evaluation_lines
 from ..run_data import RunData, load_run
@@ -67,6 +68,8 @@ def run_test_against(options, say: Callable[..., None] = print) -> int:
                          f'it tested with --from CHECKPOINT (the baseline tested {tested!r})')
     check_checkpoint_file(options.resume_from, '--from', 'give the checkpoint the baseline '
                           'tested')
+    check_intact(options.resume_from, False, f'--from {options.resume_from!r}',
+                 'give an intact copy of the checkpoint the baseline tested')
     expected = ((baseline.record or {}).get('checkpoint') or {}).get('weights_sha256')
     given = weights_digest(safe_load(options.resume_from, mmap=True))
     if expected and given != expected:

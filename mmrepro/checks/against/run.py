@@ -32,6 +32,7 @@ from ...record.initial_weights import initial_differences
 from ...record.run_record import RECORD_NAME, RunRecordError, load_run_record
 from ...resume.checkpoint_io import peek
 from ...resume.preflight import build_offline
+from ...resume.verification import check_intact
 from ...run.config import ConfigError
 from ...run.layout import Layout, global_batch_fix
 from ...trace import TRACE_NAME, read_trace
@@ -110,6 +111,9 @@ class AgainstOptions:
         if self.resume_from is not None and not osp.isfile(self.resume_from):
             raise ValueError(f'--from {self.resume_from!r}: no such checkpoint file; give one '
                              "of the baseline's checkpoints (iter_N.pth or epoch_N.pth)")
+        if self.resume_from is not None:
+            check_intact(self.resume_from, True, f'--from {self.resume_from!r}',
+                         "give an intact copy of the baseline's checkpoint")
         check_launch(self.nproc, self.work_dir)
 
 

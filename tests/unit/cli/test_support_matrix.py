@@ -13,4 +13,4 @@ from mmrepro.cli.support_matrix import main as matrix_main
 def test_bad_arguments_are_named(argv, message, capsys):
     assert matrix_main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith('support_matrix: error: ') and message in err
+    assert err.startswith('mmrepro-matrix: error: ') and message in err

@@ -27,6 +27,7 @@ def test_the_config_tests_the_checkpoint_with_mmrepro(ckpt, tmp_path):
     assert 'mmrepro' in cfg.custom_imports['imports']
     assert cfg.randomness['deterministic'] is True  # from the config
     assert _cfg(ckpt, '--no-deterministic').randomness['deterministic'] is False
+    assert _cfg(ckpt, '--no-verify-checkpoints').randomness['verify_checkpoints'] is False
     assert _cfg(ckpt).work_dir == './work_dirs/retinanet_r18_fpn_3e_tinycoco'
 
 

@@ -28,6 +28,8 @@ def test_cli_overrides_config_and_adds_hook():
     # The demo config turns deterministic mode on; the CLI can turn it off again.
     assert _cfg().randomness['deterministic'] is True
     assert _cfg('--no-deterministic').randomness['deterministic'] is False
+    assert _cfg('--no-verify-checkpoints').randomness['verify_checkpoints'] is False
+    assert 'verify_checkpoints' not in _cfg().randomness  # the default: verify
 
 
 @pytest.mark.slow

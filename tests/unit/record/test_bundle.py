@@ -11,6 +11,7 @@ import tarfile
 import pytest
 import torch
 from mmengine.runner import Runner
+from support.checkpoints import flip_bit
 from support.toy_runner import runner_kwargs
 
 import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
@@ -54,6 +55,25 @@ def test_bundle_holds_records_traces_logs_and_digests_not_weights(toy_runs, tmp_
     with_weights = str(tmp_path / 'w.tar.gz')
     assert bundle_main([str(toy_runs / 'a'), with_weights, '--weights']) == 0
     assert [n for n in _members(with_weights) if n.endswith('.pth')] == ['epoch_3.pth']
+
+
+@pytest.mark.parametrize('name, pick, weights, part', [
+    ('epoch_1.pth', lambda c: c['state_dict']['fc.weight'], False, 'weights'),
+    ('epoch_3.pth', lambda c: next(iter(c['optimizer']['state'].values()))['momentum_buffer'],
+     True, 'optimizer state'),  # the packed checkpoint: every part
+])
+def test_a_checkpoint_changed_since_it_was_saved_is_not_bundled(toy_runs, tmp_path, capsys,
+                                                                 name, pick, weights, part):
+    work_dir = tmp_path / 'a'
+    shutil.copytree(toy_runs / 'a', work_dir)
+    path = str(work_dir / name)
+    flip_bit(path, pick(safe_load(path)))
+    out = str(tmp_path / 'a.tar.gz')
+    assert bundle_main([str(work_dir), out, *(['--weights'] if weights else [])]) == 2
+    assert capsys.readouterr().err.startswith(
+        f'mmrepro-bundle: error: cannot bundle {path}: it does not hold what was saved in '
+        f'it: {part}: expected sha256 ')
+    assert not os.path.exists(out) and not glob.glob(out + '*')
 
 
 def test_diff_compares_a_bundle_like_its_work_dir(toy_runs, tmp_path, capsys):

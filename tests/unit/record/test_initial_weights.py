@@ -16,7 +16,7 @@ from mmrepro.record.initial_weights import (
     initial_files,
     resolve_checkpoint,
 )
-from mmrepro.record.weights import weights_digest
+from mmrepro.resume.digests import weights_digest
 
 SOURCE = 'model.backbone.init_cfg'
 

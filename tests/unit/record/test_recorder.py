@@ -11,8 +11,8 @@ from support.toy_runner import recording_runner, runner_kwargs
 import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.record.fingerprint import file_sha256
 from mmrepro.record.recorder import RunRecorder
-from mmrepro.record.weights import META_KEY, weights_digest
 from mmrepro.resume.checkpoint_io import safe_load
+from mmrepro.resume.digests import META_KEY, weights_digest
 from mmrepro.run.settings import RunSettings
 
 

@@ -3,13 +3,13 @@
 import pytest
 import torch
 
-from mmrepro.record.weights import META_KEY, weights_digest
 from mmrepro.record.weights_index import (
     WeightsIndex,
     WeightsReadError,
     checkpoint_weights,
     compare_weights,
 )
+from mmrepro.resume.digests import META_KEY, weights_digest
 
 
 def _save(path, value, iteration, recorded=None):

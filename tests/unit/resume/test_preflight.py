@@ -8,8 +8,10 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmengine.registry import MODELS
+from support.checkpoints import flip_bit
 from torch import nn
 
+from mmrepro.resume.digests import seal
 from mmrepro.resume.preflight import (
     _saved_model_type,
     check_checkpoint_inputs,
@@ -128,3 +130,26 @@ def test_files_torch_did_not_write_are_named_as_such(tmp_path):
         assert str(info.value) == (
             f"load_from {str(path)!r} is not a PyTorch checkpoint: it {what}, expected a file "
             "torch.save wrote (a zip archive, beginning with b'PK'). Check the path.")
+
+
+def test_a_checkpoint_that_differs_from_its_digests_is_refused_unless_allowed(tmp_path):
+    """Resuming verifies every part a resume restores; ``load_from`` the weights alone."""
+    model = ToyNet()
+    checkpoint = dict(state_dict=model.state_dict(), message_hub={},
+                      optimizer=dict(state={0: dict(momentum_buffer=torch.randn(4, 3))}),
+                      meta=dict(epoch=1, iter=8))
+    seal(checkpoint)
+    path = str(tmp_path / 'epoch_1.pth')
+    torch.save(checkpoint, path)
+    flip_bit(path, checkpoint['optimizer']['state'][0]['momentum_buffer'])
+    cfg = Config(dict(_cfg(tmp_path), load_from=path))
+    with pytest.raises(ConfigError, match=rf"^--resume {path!r} does not hold what was saved "
+                       r"in it: optimizer state: expected sha256 \w{64}, found \w{64}, the "
+                       r"first entry that differs is optimizer\['state'\]\[0\]"
+                       r"\['momentum_buffer'\]\. It was changed .* resume from another "
+                       r'checkpoint; nothing was written\. To load it anyway: '
+                       r'--no-verify-checkpoints '):
+        check_checkpoint_inputs(cfg, path)
+    cfg.randomness = dict(verify_checkpoints=False)  # the Runner says it loads it anyway
+    check_checkpoint_inputs(cfg, path)
+    check_checkpoint_inputs(Config(dict(_cfg(tmp_path), resume=False, load_from=path)))

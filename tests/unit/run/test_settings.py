@@ -39,7 +39,7 @@ def test_bad_seed_messages(seed, exc, match):
 #: The accepted keys, as an unknown key's message lists them.
 ACCEPTED = ("['cpu_isa', 'deterministic', 'diff_rank_seed', 'fill_uninitialized_memory', "
             "'global_batch', 'global_stream', 'keyed_cache', 'sample_seeding', 'seed', "
-            "'strict', 'threads', 'warn_only']")
+            "'strict', 'threads', 'verify_checkpoints', 'warn_only']")
 
 
 @pytest.mark.parametrize('key, guess', [('sede', 'seed'), ('sead', 'seed'),
@@ -73,7 +73,7 @@ def test_several_unknown_keys_each_get_their_guess_in_one_line():
 
 
 @pytest.mark.parametrize('key', ['deterministic', 'diff_rank_seed', 'sample_seeding',
-                                 'keyed_cache', 'global_stream'])
+                                 'keyed_cache', 'global_stream', 'verify_checkpoints'])
 def test_flags_must_be_bool(key):
     with pytest.raises(TypeError, match=rf'randomness.{key} must be True or False, got 1 '
                        r'\(int\)'):

@@ -22,8 +22,8 @@ from torch.utils.data import BatchSampler, DataLoader
 
 import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
 from mmrepro.data import EvalBatchSampler, RankBatchSampler
-from mmrepro.record.weights import weights_digest
 from mmrepro.resume.checkpoint_io import safe_load
+from mmrepro.resume.digests import weights_digest
 from mmrepro.runner.evaluation import ReproTestLoop, ReproValLoop, build_eval_loop
 
 HOOK = [dict(type='ReproducibilityHook', trace_interval=0)]

@@ -8,6 +8,7 @@ import os.path as osp
 
 from mmengine.dataset import DefaultSampler
 from mmengine.runner import Runner
+from support.checkpoints import without_part_digests
 from support.toy_runner import runner_kwargs
 
 import mmrepro  # noqa: F401  (registers ReproRunner, as custom_imports would)
@@ -62,8 +63,8 @@ def test_a_malformed_section_is_refused_before_the_loader_is_positioned(tmp_path
     Runner(**runner_kwargs(tmp_path / 'full', HOOKS)).train()
     path = str(tmp_path / 'full' / 'iter_10.pth')
     checkpoint = safe_load(path)
-    checkpoint['mmrepro']['format'] = 99
-    torch.save(checkpoint, path)
+    checkpoint['mmrepro']['format'] = 99  # another writer's section, without part digests
+    torch.save(without_part_digests(checkpoint), path)
     with pytest.raises(CheckpointLoadError, match=r"The 'mmrepro' section of \S+iter_10\.pth "
                        r'is malformed \(format 99, this mmrepro reads format 1 or 2\)'):
         _resume(tmp_path, 'refused')
@@ -76,7 +77,7 @@ def test_a_loader_built_before_the_checkpoint_was_known_is_positioned_after_resu
     (the epoch loop); an iteration loop's iterator has started: MMEngine replays."""
     from mmrepro.runner import randomness
     Runner(**runner_kwargs(tmp_path / 'full', HOOKS)).train()
-    monkeypatch.setattr(randomness, '_peek_resume_checkpoint', lambda runner: None)
+    monkeypatch.setattr(randomness, '_peek_resume_checkpoint', lambda runner, settings: None)
     runner, log = _resume(tmp_path, 'late')
     assert ('mmrepro: resumed RNG states and data position (sampler epoch 1, 2 batches '
             'done).') in log
@@ -95,7 +96,7 @@ def test_an_iteration_loop_built_before_the_checkpoint_was_known_replays(
                      default_hooks=dict(checkpoint=None,
                                         logger=dict(type='LoggerHook', interval=100)))
     Runner(**runner_kwargs(tmp_path / 'full', HOOKS, **iter_loop)).train()
-    monkeypatch.setattr(randomness, '_peek_resume_checkpoint', lambda runner: None)
+    monkeypatch.setattr(randomness, '_peek_resume_checkpoint', lambda runner, settings: None)
     runner, log = _resume(tmp_path, 'late', **iter_loop)
     assert ('mmrepro: the loader was built before the checkpoint was known; replaying the '
             'skipped batches instead.') in log

@@ -1,10 +1,10 @@
-"""mmrepro.checks.support_matrix: the zoo configs inherit mmdet's and download nothing."""
+"""mmrepro.checks.matrix.run: the zoo configs inherit mmdet's and download nothing."""
 from __future__ import annotations
 
 import pytest
 from mmengine.config import Config
 
-from mmrepro.checks import support_matrix as sm
+from mmrepro.checks.matrix import run as sm
 
 
 def _values(node):

@@ -22,8 +22,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-from ..resume.checkpoint_io import safe_load
-from .runs import Run, literal, load_config, train
+from ...resume.checkpoint_io import safe_load
+from ..runs import Run, literal, load_config, train
 
 #: What of a checkpoint is compared, and under which name.
 PARTS = (('state_dict', 'weights'), ('ema_state_dict', 'EMA'), ('optimizer', 'optimizer'))

@@ -1,4 +1,4 @@
-"""mmrepro.checks.epoch_resume: the child configs (switch hooks moved into the schedule),
+"""mmrepro.checks.matrix.epoch_resume: the child configs (switch hooks moved into the schedule),
 and the checkpoint digests compared."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from mmrepro.checks import support_matrix as sm
-from mmrepro.checks.epoch_resume import checkpoint_digests, child_config
+from mmrepro.checks.matrix import run as sm
+from mmrepro.checks.matrix.epoch_resume import checkpoint_digests, child_config
 
 
 def _config(family, data_root, monkeypatch):

@@ -4,7 +4,7 @@ For every family config in ``configs/zoo/`` (mmdet 3.3 configs inherited through
 ``mmdet::``, random init, the generated tiny data) this runs ``check_repro``: a few
 iterations twice through ``tools/train.py``, traced at every iteration, once more with
 another ``num_workers`` (0, or 2 where the config has 0) and once resumed from the
-middle checkpoint (mid-epoch); then :mod:`~mmrepro.checks.epoch_resume`: a short schedule
+middle checkpoint (mid-epoch); then :mod:`~mmrepro.checks.matrix.epoch_resume`: a short schedule
 crossing the family's switch hooks, resumed from every epoch. Each column is measured:
 
 - rerun: every traced iteration (forward outputs, gradients, parameters and buffers)
@@ -38,14 +38,14 @@ from typing import Dict, Iterator, List, Optional, Sequence, TextIO
 
 import torch
 
-from ..configs import CONFIG_ROOT
-from ..resume.checkpoint_io import safe_load
-from .check.run import CheckOptions, run_check
+from ...configs import CONFIG_ROOT
+from ...resume.checkpoint_io import safe_load
+from ..check.run import CheckOptions, run_check
+from ..run_data import SCALARS, read_scalars
+from ..runs import Run, load_config, train
 from .epoch_resume import EpochResume, run_epoch_resume_check
-from .run_data import SCALARS, read_scalars
-from .runs import Run, load_config, train
 
-REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
 ZOO_DIR = osp.join(CONFIG_ROOT, 'zoo')
 #: Where the table goes by default: the checkout's benchmarks/results, else the cwd.
 RESULTS_DIR = osp.join(REPO, 'benchmarks', 'results')
