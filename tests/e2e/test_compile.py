@@ -189,10 +189,13 @@ def test_eager_vs_inductor_differ_by_rounding_and_compile_is_named(compiled, cap
     assert explained.startswith('  explained by (most likely first): compiled vs eager ('), out
 
 
-@pytest.mark.floor
 def test_inductors_accumulating_index_put_uses_no_atomics_in_deterministic_mode():
     """In deterministic mode inductor's accumulating ``index_put`` (embedding backward,
-    ``index_add``) is eager's deterministic kernel; without it, ``atomic_add``."""
+    ``index_add``) is eager's deterministic kernel; without it, ``atomic_add``.
+
+    Not marked ``floor``: the floor's minute of compiled tests in CI goes to the inductor
+    resume above; torch 2.1.2 passed this too (40 s on a loaded machine), and the cuda
+    tier checks it on the GPU (``tests/cuda/test_compile_cuda.py``)."""
     assert atomics('cpu') == ['deterministic', 'False', 'default', 'True']
 
 

@@ -3,14 +3,16 @@ MMSegmentation's FCN, through tools/train.py.
 
 Each compiles for one to several minutes per process on 2 cores (dynamo traces
 MMDetection's loss code into some 50 graphs, and again for each new number of boxes), so
-this tier runs where asked: ``MMREPRO_COMPILED_MODELS=1`` (about 15 minutes of CPU on
-the current stack; ``tests/e2e/test_compile.py`` covers the same guarantees on a tiny
-classifier in every run of the suite). With ``aot_eager`` (eager's kernels) and inductor
-(generated C++ kernels): a rerun with other ``num_workers`` and a resume from the middle
-of the epoch (which compiles again) end with the same weights, byte for byte, and the run
-record says it compiled. Inputs of one size (a fixed resize) keep the recompiles few.
-The SGD is the foreach form, which torch 2.1's dynamo traces (so the tier runs on the
-floor stack too).
+these run in the full tier only (marker ``full``, ``TIER=full bash tools/test.sh``: about
+15 minutes of CPU on the current stack): a second proof, on real models, of what
+``tests/e2e/test_compile.py`` proves on a tiny classifier in CI's default run. With
+``aot_eager`` (eager's kernels) and inductor (generated C++ kernels): a rerun with other
+``num_workers`` and a resume from the middle of the epoch (which compiles again) end with
+the same weights, byte for byte, and the run record says it compiled. Inputs of one size
+(a fixed resize) keep the recompiles few. The SGD is the foreach form, which torch 2.1's
+dynamo traces, so the floor stack runs them too where asked (``.venv-floor/bin/python -m
+pytest -m full tests/e2e/test_compile_models.py``; FCN skips there without
+mmsegmentation).
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from support.repro_utils import (
 
 from mmrepro.record.run_record import load_run_record
 
-pytestmark = [pytest.mark.slow, pytest.mark.compiled_models]
+pytestmark = [pytest.mark.slow, pytest.mark.full]
 
 AOT_EAGER = "compile = dict(backend='aot_eager')"
 INDUCTOR = 'compile = True'
