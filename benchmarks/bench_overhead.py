@@ -283,8 +283,8 @@ def ab_rounds(root: str, data: str, rounds: int, epochs: int, threads: int,
 
 #: The command line: (flag, ``add_argument`` keywords).
 OPTIONS = (
-    ('--rounds', dict(type=int, default=9, help='A/B rounds, plain first and last (odd; 0: '
-                      'none)')),
+    ('--rounds', dict(type=int, default=9, help='A/B rounds, plain first and last (odd, 3 '
+                      'or more; 0: none)')),
     ('--epochs', dict(type=int, default=3, help='epochs per run (8 iterations each)')),
     ('--threads', dict(type=int, default=1, help='intra-op threads')),
     ('--data', dict(default='data/demo', help='the demo data (made if missing)')),
@@ -302,8 +302,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.train:
         return train_round(*args.train, args.threads)
-    if args.rounds and args.rounds % 2 == 0:
-        parser.error(f'--rounds {args.rounds}: expected an odd number (plain first and last)')
+    if args.rounds and (args.rounds % 2 == 0 or args.rounds < 3):
+        parser.error(f'--rounds {args.rounds}: expected 0 or an odd number from 3 (plain '
+                     'first and last, and a drift between two plain rounds)')
     if args.epochs < 2:
         parser.error(f'--epochs {args.epochs}: expected 2 or more (the first epoch is left '
                      'out of the medians)')
