@@ -224,7 +224,7 @@ CASES = {
         'dict(seed=5)` in the config.'),
     'train-compile-not-a-dict': (
         TRAIN, [*W, DEMO, '--cfg-options', 'compile=inductor'],
-        "train.py: error: compile='inductor': expected True, False or a dict of torch.compile "
+        "mmrepro-train: error: compile='inductor': expected True, False or a dict of torch.compile "
         "arguments, e.g. compile=dict(backend='inductor', mode='default')"),
     'train-negative-seed': (TRAIN, [*W, DEMO, '--seed', '-1'],
                             'mmrepro-train: error: argument --seed: --seed must be in [0, '
