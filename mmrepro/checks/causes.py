@@ -6,10 +6,12 @@ into causes, for ``mmrepro-diff``'s verdict (:mod:`mmrepro.checks.diff.verdict`)
 causes change which samples a run trains on, or how they are augmented: the data files
 (fingerprint), the seed and ``randomness`` settings, the process layout and the data
 loader's config. Numeric causes change only how the same samples are computed, ranked
-from the most to the least likely to change results: the config (model, optimizer,
-schedule), the code, the GPU (architecture, driver, AMP dtype), library versions,
-PyTorch's numerics flags, the CPU kernel set, the thread count, other environment
-variables. Keys that name places (host, platform) explain nothing.
+from the most to the least likely to change results: ``compile`` (a run compiled and
+an eager one, or another backend or mode: compiled kernels fuse and round differently
+from eager's), the config (model, optimizer, schedule), the code, the GPU
+(architecture, driver, AMP dtype), library versions, PyTorch's numerics flags, the CPU
+kernel set, the thread count, other environment variables. Keys that name places (host,
+platform) explain nothing.
 
 Before that, :func:`sort_settings` says each cause once and sets apart what cannot be a
 cause: a different seed is one difference, though the record holds it as ``seed``,
@@ -26,9 +28,10 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-__all__ = ['DATA_CAUSES', 'INERT', 'INERT_HOOKS', 'LOADER_WORKERS', 'NUMERIC_CAUSES',
-           'THREAD_COUNT', 'cause_of', 'causes', 'inert_by_records', 'numeric_table',
-           'sort_settings', 'unkeyed_generators']
+__all__ = ['COMPILED_CAUSE', 'COMPILE_CAUSE', 'DATA_CAUSES', 'INERT', 'INERT_HOOKS',
+           'LOADER_WORKERS', 'NUMERIC_CAUSES', 'THREAD_COUNT', 'compile_key', 'cause_of',
+           'causes', 'inert_by_records', 'numeric_table', 'sort_settings',
+           'unkeyed_generators']
 
 Diff = Tuple[str, Any, Any]
 #: A cause and the record keys it takes.
@@ -156,6 +159,20 @@ INITIAL_CAUSE = 'the initial weights'
 CANARY_CAUSE = 'the decoded images (decode canary)'
 #: The thread count's cause (:data:`THREAD_COUNT`, and the inter-op count).
 THREAD_CAUSE = 'the intra-op thread count'
+#: One run compiled (MMEngine's ``compile``), the other eager: the record of an eager run
+#: has no ``compile`` section, so ``compile.enabled`` differs.
+COMPILED_CAUSE = 'compiled vs eager'
+#: Both compiled, with another backend, mode or setting of inductor or dynamo.
+COMPILE_CAUSE = 'another compile backend or mode'
+
+
+def compile_key(key: str) -> bool:
+    """Whether a record key is a ``compile`` setting (the config's or the record's
+    ``compile`` section)."""
+    return key in ('config.compile', 'compile') or key.startswith(('config.compile.',
+                                                                   'compile.'))
+
+
 #: (cause, predicate on a record key), in the order a data difference is explained.
 DATA_CAUSES: Table = (
     ('the data files (fingerprint)', lambda k: k.startswith('data.')),
@@ -172,6 +189,8 @@ DATA_CAUSES: Table = (
 #: results computed from the same samples.
 NUMERIC_CAUSES: Table = (
     (INITIAL_CAUSE, lambda k: k.startswith('initial.')),
+    (COMPILED_CAUSE, lambda k: k == 'compile.enabled'),
+    (COMPILE_CAUSE, compile_key),
     ('the config', lambda k: k.startswith('config.') or k == 'config_sha256'),
     ('the code', lambda k: k.startswith(('code.', 'audit'))),
     ('the GPU, its driver or the AMP dtype',
@@ -209,11 +228,21 @@ def cause_of(key: str) -> Optional[str]:
 
 
 def numeric_table(diffs: Sequence[Diff]) -> Table:
-    """:data:`NUMERIC_CAUSES`; thread variables count as threads only if the count differs."""
-    if any(key == 'devices.torch_threads' for key, _, _ in diffs):
-        return NUMERIC_CAUSES
-    return [(cause, (lambda k: k == INTEROP_THREADS) if cause == THREAD_CAUSE else takes)
-            for cause, takes in NUMERIC_CAUSES]
+    """:data:`NUMERIC_CAUSES` for these differences: thread variables count as threads only
+    if the count differs; where one run is compiled and the other eager, every compile key
+    is that one cause, and so is the config's hash where compile keys are all that differ
+    in the config."""
+    keys = [key for key, _, _ in diffs]
+    table = list(NUMERIC_CAUSES)
+    if 'devices.torch_threads' not in keys:
+        table = [(cause, (lambda k: k == INTEROP_THREADS) if cause == THREAD_CAUSE else takes)
+                 for cause, takes in table]
+    if any(compile_key(key) for key in keys):
+        alone = not any(key.startswith('config.') and not compile_key(key) for key in keys)
+        cause = COMPILED_CAUSE if 'compile.enabled' in keys else COMPILE_CAUSE
+        at = [name for name, _ in table].index(COMPILED_CAUSE)
+        table[at:at + 2] = [(cause, lambda k: compile_key(k) or alone and k == 'config_sha256')]
+    return table
 
 
 def unkeyed_generators(*records: Optional[Dict[str, Any]]) -> List[str]:

@@ -19,7 +19,15 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 from ..record.run_record import MISSING
 from ..rng.owned import DRAW_GLOBAL
 from ..run.layout import Layout
-from .causes import CANARY_CAUSE, INITIAL_CAUSE, LAYOUT_CAUSE, THREAD_COUNT, cause_of
+from .causes import (
+    CANARY_CAUSE,
+    COMPILE_CAUSE,
+    COMPILED_CAUSE,
+    INITIAL_CAUSE,
+    LAYOUT_CAUSE,
+    THREAD_COUNT,
+    cause_of,
+)
 from .machine_fixes import (
     SHOWN,
     absent,
@@ -192,6 +200,50 @@ def _code_of(key: str, value: Any) -> str:
     return f"run the code the baseline ran ({key}: {value!r})"
 
 
+#: Why a compiled run and an eager one, or two backends or modes, are not bitwise.
+ROUNDS_OTHERWISE = ('compiled kernels fuse and round differently from eager ones, and from '
+                    "another backend's or mode's: bitwise equality is not expected across them")
+
+
+def _compiled_by(values: Dict[str, Any]) -> bool:
+    """Whether the run whose ``compile.enabled`` is in ``values`` compiled."""
+    return values.get('compile.enabled') is True
+
+
+def _compile(diffs: Sequence[Diff]) -> str:
+    """What gives run B run A's ``compile``: eager, or A's setting."""
+    values = {key: a for key, a, _ in diffs}
+    config = [d for d in diffs if d[0] == 'config.compile' or d[0].startswith('config.compile.')]
+    if 'compile.enabled' in values and not _compiled_by(values):
+        text = "train B eagerly, as A: remove compile from B's config (or --cfg-options " \
+               'compile=False)'
+    elif config:
+        text = _config_keys(config)
+    else:
+        text = "set inductor's and dynamo's settings as A had them: " + counted(
+            [_compile_setting(key, a) for key, a, _ in diffs if key.startswith(
+                ('compile.inductor.', 'compile.dynamo.'))], ', ')
+    return f'{text} ({ROUNDS_OTHERWISE})'
+
+
+def _compile_setting(key: str, value: Any) -> str:
+    """``torch._inductor.config.NAME=VALUE`` for a ``compile.inductor.NAME`` record key
+    (``torch._dynamo.config`` for ``compile.dynamo.``)."""
+    section, name = key.split('.', 2)[1:]
+    return f'torch._{section}.config.{name}={value!r}'
+
+
+def _compile_of(key: str, value: Any) -> str:
+    """What gives this run the baseline's value of one ``compile`` key."""
+    if key == 'compile.enabled':
+        return ('train eagerly, as the baseline did: --cfg-options compile=False'
+                if value is not True else "compile as the baseline did: its config's compile "
+                'setting (config.compile in its run record)')
+    if key.startswith(('compile.inductor.', 'compile.dynamo.')):
+        return f'set {_compile_setting(key, value)} before training, as the baseline had it'
+    return _config_of(key if key.startswith('config.') else f'config.{key}', value)
+
+
 def canary_fix(whose: str) -> str:
     """What to do where the first training images decode to other pixels than in
     ``whose`` run (``A``, ``the baseline``)."""
@@ -224,6 +276,8 @@ class Fix(NamedTuple):
 #: Every cause of :mod:`.causes`, and what removes it.
 FIXES: Dict[str, Fix] = {
     INITIAL_CAUSE: Fix(lambda diffs: initial_fix('A'), other_of),
+    COMPILED_CAUSE: Fix(_compile, _compile_of),
+    COMPILE_CAUSE: Fix(_compile, _compile_of),
     'the data files (fingerprint)': Fix(_files, _files_of),
     CANARY_CAUSE: Fix(lambda diffs: canary_fix('A'),
                       lambda key, value: canary_fix('the baseline')),

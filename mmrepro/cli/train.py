@@ -131,7 +131,7 @@ def build_config(args: argparse.Namespace):
 def check_run_inputs(args: argparse.Namespace, cfg) -> None:
     """Check what the run will open or make besides the config, before anything is.
 
-    The Runner class (``runner_type``), the launcher's environment (with
+    The Runner class (``runner_type``), ``compile``, the launcher's environment (with
     ``--check-config``: the number of processes only, as ``tools/dist_train.sh``
     checks once for all of them), the work dir, and the checkpoint to resume or load
     (:mod:`mmrepro.resume.preflight`).
@@ -139,9 +139,11 @@ def check_run_inputs(args: argparse.Namespace, cfg) -> None:
     Raises:
         ConfigError: One line naming the argument, the value, what was expected and the fix.
     """
+    from ..determinism.compile import check_compile
     from ..resume.preflight import check_checkpoint_inputs
     from ..runner.entry import check_runner_type
     check_runner_type(cfg)
+    check_compile(cfg)
     check_launcher_environment(args.launcher, whole_world=args.check_config)
     check_work_dir(cfg.work_dir, '--work-dir' if args.work_dir is not None else 'work_dir')
     check_checkpoint_inputs(cfg, args.resume)

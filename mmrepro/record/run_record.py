@@ -13,7 +13,9 @@ the training data (:mod:`mmrepro.record.fingerprint`: annotation files and every
 sample's files), the image decoders and a decode canary (:mod:`mmrepro.record.decoding`),
 the code (every source file of mmdet, mmengine, mmcv, mmrepro and the modules the config
 imports: :mod:`mmrepro.record.code_digest`; the git commit and uncommitted changes), and
-the files the model is initialised from (:mod:`mmrepro.record.initial_weights`).
+the files the model is initialised from (:mod:`mmrepro.record.initial_weights`), and
+for a run whose ``train_step`` MMEngine compiles, the ``compile`` settings with the
+inductor and dynamo settings in force (:func:`mmrepro.determinism.compile.compile_record`).
 ``ReproducibilityHook`` writes it to ``<log_dir>/run_record.json`` and into every
 checkpoint's ``meta['run_record']``; ``tools/repro_diff.py`` compares two of them.
 """
@@ -32,6 +34,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import torch
 
+from ..determinism.compile import compile_options, compile_record
 from ..determinism.cpu import THREAD_ENV
 from .code_digest import code_fingerprint, import_digests
 from .decoding import decoding_record
@@ -230,6 +233,9 @@ def collect_run_record(runner: Any, fingerprint: str = 'labels',
         record['pipeline_generators'] = list(state.pipeline_generators)
     if kind != 'train':  # older records have no such key: training runs
         record['run'] = kind
+    elif compile_options(runner.cfg.get('compile')) is not None:  # none: an eager run
+        record['compile'] = compile_record(runner.cfg.get('compile'),
+                                           settings is None or settings.deterministic)
     try:
         dataset = getattr(runner, f'{kind}_dataloader').dataset
         record['data'] = data_fingerprint(dataset, fingerprint)

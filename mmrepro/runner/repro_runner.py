@@ -32,7 +32,7 @@ from .epoch_loop import checked_train_loop, train_loop_config
 from .evaluation import build_eval_loop, evaluating
 from .hooks import repro_custom_hooks, repro_default_hooks
 from .loaders import position_after_resume, reproducible_loader
-from .model import audit
+from .model import audit, prepare_compile
 from .randomness import set_randomness
 from .requested import record_init_args
 from .schedules import counting_optimizer_steps, scaling_by_global_batch
@@ -77,6 +77,12 @@ class ReproRunnerMixin:
         """MMEngine's model; in deterministic mode, audited for nondeterministic mmcv
         ops, which are replaced where mmrepro can (:mod:`.model`)."""
         return audit(self, super().build_model(model))
+
+    def _maybe_compile(self, target: str) -> None:
+        """MMEngine's ``torch.compile`` of ``train_step``, after what inductor needs for
+        exact numbers is set, or the run refused with why (:mod:`.model`)."""
+        prepare_compile(self)
+        super()._maybe_compile(target)
 
     # ----------------------------------------------------------------- distributed
     def setup_env(self, env_cfg: Dict) -> None:

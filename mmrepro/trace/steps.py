@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from torch import nn
 
+from ..determinism.compile import outside_graphs
 from .batching import _Batch, _batch
 from .samples import global_slots
 from .sketch import read_back, sketch
@@ -54,10 +55,12 @@ class StepRecorder:
         rank: This process's rank.
         world_size: Number of ranks.
         sketches: Sketch the first :data:`SKETCHED_STEPS` steps (False: none).
+        compiled: ``train_step`` runs compiled: the step pre-hook is excluded from
+            compilation (:func:`~mmrepro.determinism.compile.outside_graphs`).
     """
 
     def __init__(self, model: nn.Module, optim_wrapper: Any, rank: int,
-                 world_size: int, sketches: bool = True) -> None:
+                 world_size: int, sketches: bool = True, compiled: bool = False) -> None:
         self.model = model
         self.sketched_steps = SKETCHED_STEPS if sketches else 0
         self.rank, self.world_size = rank, world_size
@@ -66,7 +69,8 @@ class StepRecorder:
         self._grads: Optional[_Batch] = None
         self._grad_sketches: Dict[str, Any] = {}
         self._active = self._sketch = False
-        self._handles = [optimizer.register_step_pre_hook(self._before_step)
+        hook = outside_graphs(self._before_step) if compiled else self._before_step
+        self._handles = [optimizer.register_step_pre_hook(hook)
                          for optimizer in _optimizers(optim_wrapper)]
 
     def begin(self, step: int) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 import os.path as osp
 from functools import partial
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 from torch import Tensor, nn
 from torch.autograd import Variable
 
+from ..determinism.compile import compiling, outside_graphs
 from ..run.layout import step_and_slice
 from ..run.state import find_state
 from .batching import _Batch, _batch, _DigestCache, _Pending, _pending, _resolve, digest
@@ -34,12 +35,12 @@ class Tracer:
     traced, and the line of its last micro-batch also holds the step as a whole, the same
     for every layout with the same global batch (:mod:`~mmrepro.trace.steps`).
 
-    With ``forward``, forward hooks (on every module) exist only during traced
-    iterations: they are added in :meth:`before_train_iter` and removed in
-    :meth:`after_train_iter`. Post-accumulate-grad hooks (on every trainable
-    parameter) are added at the first traced iteration (again when the set of
-    trainable parameters changes) and return at once on untraced iterations; they are
-    removed by :meth:`close`. Gradients are read once backward has
+    Its hooks exist only during traced iterations: forward hooks (on every module, with
+    ``forward``) and post-accumulate-grad hooks (on every trainable parameter) are added
+    in :meth:`before_train_iter` and removed in :meth:`after_train_iter`. (Hooks kept
+    from one traced iteration to the next would be called on every parameter of every
+    untraced iteration: 81 calls of a few microseconds on the demo RetinaNet, the largest
+    part of the trace's cost between traced steps.) Gradients are read once backward has
     accumulated them (before clipping, the step and the optimizer wrapper's
     ``zero_grad``): on a plain model all of them at the end of the backward pass (an
     autograd engine callback); in a model wrapper
@@ -50,6 +51,14 @@ class Tracer:
 
     The modules are those of the model when the tracer is made (the start of the
     run); their parameters and buffers are read at every traced iteration.
+
+    Under MMEngine's ``compile`` the forward runs inside a compiled graph, where a
+    forward hook would run traced (or split the graph, and change what the graph
+    computes): the trace then adds none, and records no module outputs and no forward
+    sketches (:attr:`forward` is False, :attr:`compiled` True). Its gradient hooks, its
+    autograd-engine callback and its optimizer step pre-hook run between graphs; they are
+    excluded from compilation (:func:`~mmrepro.determinism.compile.outside_graphs`), so
+    they run eagerly and leave every graph as it was.
 
     On several processes, rank 0 writes ``trace.jsonl`` and rank ``r`` writes
     ``trace_rank{r}.jsonl``; gradients are those of the rank's own backward (before
@@ -82,16 +91,15 @@ class Tracer:
             raise TypeError(f'Tracer(forward={forward!r}): expected True or False.')
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         self.interval = interval
-        self.forward = forward
+        #: Whether ``train_step`` runs compiled: no forward hooks (see the class).
+        self.compiled = compiling(runner)
+        self.forward = forward and not self.compiled
         self.model: nn.Module = model
         self._grads_in_hook = is_model_wrapper(runner.model)
         self._grad_refs: List[Tuple[str, Tensor]] = []
         self._grad_batches: List[_Batch] = []
         self._grads_queued = False
-        # Gradient hooks stay from the first traced iteration on (a call that returns
-        # at once on other iterations is cheaper than adding and removing 100s of them).
         self._grad_handles: List[Any] = []
-        self._trainable: Optional[Tuple[bool, ...]] = None
         rank, world_size = get_dist_info()
         self._rank, self._world_size = rank, world_size
         state = find_state(runner)
@@ -100,7 +108,11 @@ class Tracer:
         self.accumulation = layout.accumulation if layout is not None else 1
         self.sketches = sketches
         self._steps = StepRecorder(model, getattr(runner, 'optim_wrapper', None), rank,
-                                   world_size, sketches)
+                                   world_size, sketches, compiled=self.compiled)
+        if self.compiled:  # run eagerly wherever the compiled train_step calls them
+            self._on_grad = outside_graphs(self._on_grad)  # type: ignore[method-assign]
+            self._digest_grads = outside_graphs(  # type: ignore[method-assign]
+                self._digest_grads)
         if rank:
             filename = f'{osp.splitext(filename)[0]}_rank{rank}.jsonl'
         self.path = osp.join(runner.log_dir, filename)
@@ -122,7 +134,8 @@ class Tracer:
         header = dict(format=TRACE_FORMAT, version=TRACE_VERSION, interval=interval,
                       points=POINTS, micro=self.accumulation,
                       global_batch=layout.global_batch if layout is not None else None,
-                      rank=rank, world_size=world_size, forward=forward,
+                      rank=rank, world_size=world_size, forward=self.forward,
+                      compiled=self.compiled,
                       modules={name: type(module).__name__ for name, module in self._modules})
         self._write(header)
 
@@ -146,22 +159,19 @@ class Tracer:
             self._data = global_slots(all_gather_object((place, self._data)))
         for name, module in self._modules if self.forward else ():
             self._handles.append(module.register_forward_hook(partial(self._on_forward, name)))
-        first = runner.iter == 0 and not self._rank and self.sketches
+        first = runner.iter == 0 and not self._rank and self.sketches and not self.compiled
         for name, module in self._modules if first else ():
             self._handles.append(module.register_forward_hook(partial(self._on_sketch, name)))
-        trainable = tuple(p.requires_grad for _, p in self._named('_parameters'))
-        if trainable != self._trainable:  # the first traced iteration, or (un)freezing
-            self._remove_grad_hooks()
-            self._trainable = trainable
-            self._grad_handles = [
-                param.register_post_accumulate_grad_hook(partial(self._on_grad, name))
-                for name, param in self._named('_parameters') if param.requires_grad]
+        self._grad_handles = [
+            param.register_post_accumulate_grad_hook(partial(self._on_grad, name))
+            for name, param in self._named('_parameters') if param.requires_grad]
 
     def after_train_iter(self, runner: Any, batch_idx: int, outputs: Any = None) -> None:
         """Remove the hooks and write this iteration's line."""
         if not self._active:
             return
         self._remove_hooks()
+        self._remove_grad_hooks()
         self._digest_grads()  # a backward that ended without running the callback
         state = [(('weight', name), tensor) for name, tensor in self._named('_parameters')] \
             + [(('buffer', name), tensor) for name, tensor in self._named('_buffers')]
@@ -259,7 +269,6 @@ class Tracer:
         for handle in self._grad_handles:
             handle.remove()
         self._grad_handles = []
-        self._trainable = None
 
     def _write(self, obj: Dict[str, Any]) -> None:
         self._file.write(json.dumps(obj, separators=(',', ':')) + '\n')

@@ -222,6 +222,10 @@ CASES = {
         'mmrepro-train: error: randomness must be a dict such as dict(seed=0, deterministic=True), '
         'got 5 (int). Set its keys, e.g. `--cfg-options randomness.seed=5` or `randomness = '
         'dict(seed=5)` in the config.'),
+    'train-compile-not-a-dict': (
+        TRAIN, [*W, DEMO, '--cfg-options', 'compile=inductor'],
+        "mmrepro-train: error: compile='inductor': expected True, False or a dict of torch.compile "
+        "arguments, e.g. compile=dict(backend='inductor', mode='default')"),
     'train-negative-seed': (TRAIN, [*W, DEMO, '--seed', '-1'],
                             'mmrepro-train: error: argument --seed: --seed must be in [0, '
                             '4294967295] (2**32 - 1), got -1. Pick a seed in that range, e.g. '

@@ -184,6 +184,19 @@ def losses(rows: Sequence[dict]) -> List[tuple]:
             for r in rows]
 
 
+def atomics(device: str) -> List[str]:
+    """What ``python -m support.inductor_atomics DEVICE`` prints, as words: whether
+    inductor's accumulating ``index_put`` uses atomics with and without deterministic
+    mode (a fresh process: dynamo's caches and the mode stay out of this one). Two
+    threads: on one, inductor's C++ code accumulates in order, without atomics."""
+    proc = subprocess.run([sys.executable, '-m', 'support.inductor_atomics', device],
+                          cwd=RUN_CWD, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, 'PYTHONPATH': pythonpath(TESTS, REPO),
+                               'OMP_NUM_THREADS': '2'})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.split()
+
+
 def skip_unless_triton_kernels_run() -> None:
     """Skip the calling test module where mmrepro's Triton kernels cannot run.
 

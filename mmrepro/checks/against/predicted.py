@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
+from ...determinism.compile import compile_options, compile_record
 from ...determinism.cpu import THREAD_ENV, environment
 from ...record.code_digest import import_digests
 from ...record.decoding import decoding_record
@@ -25,13 +26,21 @@ from ...record.run_record import diff_records, flatten_config
 from ...run.enable import HOOK_NAMES
 from ...run.layout import Layout, accumulative_counts
 from ...run.settings import RunSettings, parse_randomness
-from ..causes import DATA_CAUSES, LAYOUT_CAUSE, NUMERIC_CAUSES, causes, sort_settings
+from ..causes import (
+    COMPILE_CAUSE,
+    COMPILED_CAUSE,
+    DATA_CAUSES,
+    LAYOUT_CAUSE,
+    causes,
+    numeric_table,
+    sort_settings,
+)
 from ..fixes import initial_fix, key_fix, layout_fix
 from .probe import probe
 
-#: The kinds of obstacle, most decisive first; the first two block the check.
-KINDS = ('initial weights', 'config', 'data', 'code', 'library versions', 'CPU/GPU numerics',
-         'layout')
+#: The kinds of obstacle, most decisive first; the first three block the check.
+KINDS = ('initial weights', 'config', 'data', 'compile', 'code', 'library versions',
+         'CPU/GPU numerics', 'layout')
 BLOCKING = ('initial weights', 'config', 'data')
 #: The cause each of :mod:`~mmrepro.checks.causes`' causes is reported as.
 _KIND_OF = {
@@ -40,6 +49,8 @@ _KIND_OF = {
     'the seed or randomness settings': 'config',
     'the data loader or pipeline config': 'config',
     'the config': 'config',
+    COMPILED_CAUSE: 'compile',
+    COMPILE_CAUSE: 'compile',
     'the code': 'code',
     'library versions': 'library versions',
     'the image decoders': 'library versions',
@@ -149,6 +160,8 @@ def predicted_record(cfg: Any, world_size: int, dataset: Any,
     if model is not None:
         record[INITIAL] = dict(files=initial_files(model, cfg.get('load_from'),
                                                    bool(cfg.get('resume'))))
+    if compile_options(cfg.get('compile')) is not None:  # an eager run's record has none
+        record['compile'] = compile_record(cfg.get('compile'), settings.deterministic)
     return record
 
 
@@ -241,7 +254,8 @@ def obstacles(baseline: Dict[str, Any], predicted: Dict[str, Any], layout: Layou
         ] if INITIAL in predicted and INITIAL in baseline else []
     data = causes(kept, DATA_CAUSES)
     taken = {key for _, keys in data for key in keys}
-    numeric = causes([d for d in kept if d[0] not in taken], NUMERIC_CAUSES)
+    rest = [d for d in kept if d[0] not in taken]
+    numeric = causes(rest, numeric_table(rest))
     values = {key: (a, b) for key, a, b in kept}
     for cause, keys in data + numeric:
         kind = _KIND_OF.get(cause, 'CPU/GPU numerics')

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
+from ...determinism.compile import backend_name, compile_options
 from ...record.run_record import diff_records, load_run_record
 from ...trace import TRACE_NAME, compare_traces, describe_diff, read_trace
 from .. import runs
@@ -147,6 +148,10 @@ def run_check(options: CheckOptions, say: Callable[..., None] = print) -> CheckR
         f'iteration; seed {seed_of(cfg)}'
         f'{" (the config has none: the check pins it)" if seed is None else ""}, '
         f'deterministic={deterministic(cfg)}')
+    compiled = compile_options(cfg.get('compile'))
+    if compiled is not None:
+        say(f'  compile: train_step runs compiled ({backend_name(compiled)}): the trace holds '
+            'no module outputs, so a difference is named by its first gradient or weight')
     prepare_work_dir(options.work_dir, say)
     child = osp.join(options.work_dir, 'check_repro_config.py')
     with open(child, 'w') as f:

@@ -43,6 +43,20 @@ from mmrepro.run.layout import Layout
      'setting makes another GPU round alike'),
     ('env.CUBLAS_WORKSPACE_CONFIG', ':4096:8', 'export CUBLAS_WORKSPACE_CONFIG=:4096:8'),
     ('env.TF_ENABLE_ONEDNN_OPTS', None, 'unset TF_ENABLE_ONEDNN_OPTS'),
+    ('compile.enabled', MISSING, 'train eagerly, as the baseline did: --cfg-options compile=False'),
+    ('compile.enabled', True, "compile as the baseline did: its config's compile setting "
+     '(config.compile in its run record)'),
+    ('config.compile.backend', "'aot_eager'", "set the baseline's value: --cfg-options "
+     "compile.backend=aot_eager, or check against the baseline's own config (leave out "
+     'CONFIG)'),
+    ('compile.mode', 'max-autotune', "set the baseline's value: --cfg-options "
+     "compile.mode=max-autotune, or check against the baseline's own config (leave out "
+     'CONFIG)'),
+    ('compile.inductor.triton.cudagraphs', False,
+     'set torch._inductor.config.triton.cudagraphs=False before training, as the baseline '
+     'had it'),
+    ('compile.dynamo.recompile_limit', 8,
+     'set torch._dynamo.config.recompile_limit=8 before training, as the baseline had it'),
     ('data.ann_files.annotations/train.json', 'abc',
      "train on the baseline's data files (those named above differ): copy them from the "
      "baseline's machine, or point the config at the same files"),

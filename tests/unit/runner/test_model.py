@@ -3,6 +3,7 @@ and replaces mmcv's RoIAlign there; a Runner without mmrepro keeps its model as 
 from __future__ import annotations
 
 import pytest
+import torch
 from mmengine.runner import Runner
 from support.toy_runner import Regressor, runner_kwargs
 
@@ -68,3 +69,72 @@ def test_strict_refuses_an_op_without_replacement(tmp_path):
     assert [(e['name'], e['action']) for e in run_state(runner).audit] == [
         ('roi', 'replaced'), ('extra0', 'nondeterministic-on-cuda')]
     assert ' - WARNING - mmcv op audit: 2 module(s)' in open(runner.logger.log_file).read()
+
+
+#: The toy's SGD in its foreach form, which torch 2.1's dynamo traces (it cannot trace the
+#: single-tensor form's first momentum step).
+FOREACH_SGD = dict(optimizer=dict(type='SGD', lr=0.05, momentum=0.9, foreach=True))
+
+
+def _compiled(tmp_path, compile_cfg, hooks=(HOOK,), **kwargs) -> Runner:
+    """The toy Runner whose config compiles ``train_step`` (MMEngine's ``compile``;
+    None: eager), its model's initial weights drawn from seed 0."""
+    torch.manual_seed(0)
+    return Runner(**runner_kwargs(tmp_path, list(hooks), cfg=dict(compile=compile_cfg),
+                                  optim_wrapper=FOREACH_SGD, **kwargs))
+
+
+def test_a_compiled_run_trains_as_the_eager_one_and_says_what_it_set(tmp_path):
+    """aot_eager runs eager's kernels: the same weights, compiled or not; the record and
+    the log say it compiled. A ReproRunner's train_step is MMEngine's compiled one."""
+    from support.repro_utils import state_digest
+
+    from mmrepro.determinism.compile import _inductor_config
+    runner = _compiled(tmp_path / 'compiled', dict(backend='aot_eager'),
+                       train_cfg=dict(by_epoch=True, max_epochs=1))
+    runner.train()
+    eager = _compiled(tmp_path / 'eager', None, train_cfg=dict(by_epoch=True, max_epochs=1))
+    eager.train()
+    assert state_digest(str(tmp_path / 'compiled' / 'epoch_1.pth')) == state_digest(
+        str(tmp_path / 'eager' / 'epoch_1.pth'))
+    assert hasattr(runner.model.train_step, '_torchdynamo_orig_callable')
+    log = open(runner.logger.log_file).read()
+    assert "mmrepro: compile: backend aot_eager, mode default; mmrepro's hooks run outside " \
+        'the compiled graphs' in log
+    assert 'inductor' not in log.split('mmrepro: compile: ', 1)[1].split('\n')[0]
+    record = runner.hooks[[type(h).__name__ for h in runner.hooks].index(
+        'ReproducibilityHook')]._recorder.record
+    assert record['compile']['enabled'] is True and record['compile']['backend'] == 'aot_eager'
+    assert 'compile' not in eager.hooks[[type(h).__name__ for h in eager.hooks].index(
+        'ReproducibilityHook')]._recorder.record
+    assert _inductor_config().fallback_random is False  # aot_eager: nothing set
+
+
+def test_inductor_settings_are_set_and_logged_before_mmengine_compiles(tmp_path, monkeypatch):
+    from mmrepro.determinism import compile as C
+    applied = []
+    monkeypatch.setattr('mmrepro.runner.model.apply_settings', applied.extend)
+    compiled = []
+    monkeypatch.setattr(Runner, '_maybe_compile', lambda self, target: compiled.append(
+        (target, list(applied))))
+    runner = _compiled(tmp_path, True, randomness=dict(seed=3, deterministic=True))
+    runner._maybe_compile('train_step')
+    assert compiled == [('train_step', applied)] and applied  # set first, then compiled
+    assert [key for key, _, _ in applied] == [key for key, _, _ in C.requirements(
+        {}, True, False).sets]
+    log = open(runner.logger.log_file).read()
+    assert 'mmrepro: compile: inductor fallback_random=True: the model\'s random numbers ' \
+        "are eager's" in log
+
+
+def test_cuda_graphs_are_refused_in_one_line(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from mmrepro.runner.model import prepare_compile
+    runner = _compiled(tmp_path, dict(mode='reduce-overhead'),
+                       randomness=dict(seed=3, deterministic=True))
+    monkeypatch.setattr(runner.model, 'parameters', lambda: iter([SimpleNamespace(
+        is_cuda=True)]))
+    with pytest.raises(ValueError, match=r"^compile: mode='reduce-overhead' \(CUDA graphs\): "
+                       r'.*; use mode=\'default\''):
+        prepare_compile(runner)

@@ -1,5 +1,6 @@
 """mmrepro.trace.tracer: the Tracer's hooks and file; its traces read and compared."""
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -41,28 +42,42 @@ class _Net(nn.Module):
 
 
 def _train(tmp_path, name, noise=False, interval=1, iters=4, seed=0, forward=True,
-           clip=False, grads_in_hook=False, sketches=True):
+           clip=False, grads_in_hook=False, sketches=True, compiled=False):
+    """Train ``_Net`` traced; ``compiled``: the step (forward to zero_grad) compiled, as
+    MMEngine's ``compile`` compiles ``train_step``."""
     torch.manual_seed(seed)
     model = _Net()
     model.noise = noise
-    optim = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    # foreach: torch 2.1's dynamo cannot trace the single-tensor SGD's first momentum step
+    optim = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=True)
     log_dir = tmp_path / name
     log_dir.mkdir()
-    runner = fake_runner(model=model, log_dir=str(log_dir), iter=0, epoch=0)
+    runner = fake_runner(model=model, log_dir=str(log_dir), iter=0, epoch=0,
+                         optim_wrapper=SimpleNamespace(optimizer=optim),
+                         cfg=dict(compile=dict(backend='aot_eager') if compiled else None))
     tracer = T.Tracer(runner, interval, forward=forward, sketches=sketches)
     tracer._grads_in_hook = grads_in_hook  # as for a model wrapper (DDP)
     data = torch.randn(iters, 2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
     hooks_seen = []
-    for i in range(iters):
-        runner.iter = i
-        tracer.before_train_iter(runner, i)
-        hooks_seen.append(len(model.block.conv._forward_hooks))
-        losses = model(data[i])
+
+    def step(inputs):
+        losses = model(inputs)
         losses['loss'].backward()
         if clip:  # scales the gradients in place, as OptimWrapper's clip_grad does
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)
         optim.step()
         optim.zero_grad()  # gradients are gone before after_train_iter, as in MMEngine
+        return losses
+
+    if compiled:
+        step = torch.compile(step, backend='aot_eager')
+    for i in range(iters):
+        runner.iter = i
+        tracer.before_train_iter(runner, i)
+        hooks_seen.append(len(model.block.conv._forward_hooks))
+        grad_hooks = model.block.conv.weight._post_accumulate_grad_hooks or {}
+        assert len(grad_hooks) == tracer.traced(i)  # only while an iteration is traced
+        losses = step(data[i])
         tracer.after_train_iter(runner, i, losses)
     tracer.close()
     conv = model.block.conv
@@ -144,6 +159,26 @@ def test_forward_outputs_are_optional(tmp_path):
     noisy = T.read_trace(_train(tmp_path, 'c', noise=True, forward=False)[0])[1]
     diff = T.compare_traces(lines, noisy)
     assert diff.iteration == 1 and diff.culprit() == ('grad', 'shared.bias')
+
+
+def test_compiled_step_is_traced_from_outside_its_graphs(tmp_path, monkeypatch):
+    from mmrepro.trace import tracer as tracer_module
+    real, compiling = tracer_module._batch, []
+
+    def batch(*args):  # every digest of the trace, and whether dynamo traced it
+        compiling.append(torch._dynamo.is_compiling())
+        return real(*args)
+
+    monkeypatch.setattr(tracer_module, '_batch', batch)
+    path, hooks_seen = _train(tmp_path, 'compiled', compiled=True)
+    header, lines = T.read_trace(path)
+    assert hooks_seen == [0, 0, 0, 0]  # no forward hook inside the compiled forward
+    assert header['compiled'] is True and header['forward'] is False  # though asked for
+    assert compiling and not any(compiling)
+    eager = T.read_trace(_train(tmp_path, 'eager', forward=False)[0])[1]
+    assert all(FORWARD_SKETCH not in line and 'forward' not in line for line in lines)
+    for section in ('losses', 'grad', 'step_grad', 'weight', 'buffer', 'sketch'):
+        assert [line[section] for line in lines] == [line[section] for line in eager]
 
 
 def test_tracer_lists_tensors_as_named_parameters_and_buffers(tmp_path):

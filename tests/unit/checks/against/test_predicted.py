@@ -117,6 +117,20 @@ def test_thread_variables_count_only_where_the_thread_count_differs():
         "the intra-op thread count: env.OMP_NUM_THREADS: None in the baseline, '1' here"]
 
 
+def test_a_compiled_baseline_checked_eagerly_is_named_and_does_not_block():
+    """The check trains on: the numbers then differ by rounding, which it judges."""
+    baseline = _record(compile=dict(enabled=True, backend='inductor'),
+                       config=dict(_record()['config'], **{'compile': 'True'}))
+    found = obstacles(baseline, _record(), Layout(2), pinned_seed=False)
+    assert [(o.kind, o.blocking) for o in found] == [('compile', False)] * 3
+    assert [o.text for o in found] == [
+        "compiled vs eager: config.compile: 'True' in the baseline, '<missing>' here",
+        "compiled vs eager: compile.enabled: True in the baseline, '<missing>' here",
+        "compiled vs eager: compile.backend: 'inductor' in the baseline, '<missing>' here"]
+    assert found[1].fix == "compile as the baseline did: its config's compile setting " \
+        '(config.compile in its run record)'
+
+
 def test_layout_of_record_reads_its_layout_section_else_its_config():
     assert layout_of_record(_record()) == Layout(2, 0, 1, 1)
     record = _record(layout=dict(batch_size=1, world_size=2, accumulative_counts=2))

@@ -28,6 +28,47 @@ def test_numeric_causes_are_ranked_most_likely_first_each_with_its_fix():
         'CUBLAS_WORKSPACE_CONFIG']
 
 
+def test_compiled_vs_eager_is_one_cause_named_first_with_its_fix():
+    """An eager run's record has no compile section; the config's hash only restates the
+    compile keys, and the numbers are not expected to be bitwise."""
+    diffs = [('config.compile.backend', MISSING, "'inductor'"),
+             ('config_sha256', 'aa', 'bb'),
+             ('compile.enabled', MISSING, True), ('compile.backend', MISSING, 'inductor'),
+             ('compile.inductor.fallback_random', MISSING, True),
+             ('env.OMP_NUM_THREADS', '1', '2')]
+    lines = verdict_lines(diffs, True, 1, None, True)
+    assert lines[1] == (
+        '  explained by (most likely first): compiled vs eager (config.compile.backend, '
+        'config_sha256, compile.enabled and 2 more); environment variables '
+        '(env.OMP_NUM_THREADS)')
+    assert lines[3] == (
+        "  next: compiled vs eager: train B eagerly, as A: remove compile from B's config (or "
+        '--cfg-options compile=False) (compiled kernels fuse and round differently from '
+        "eager ones, and from another backend's or mode's: bitwise equality is not expected "
+        'across them)')
+    # A compiled, B eager: A's setting
+    flipped = [(key, b, a) for key, a, b in diffs[:4]]
+    assert verdict_lines(flipped, True, 1, None, True)[3].startswith(
+        "  next: compiled vs eager: train B with A's values: --cfg-options "
+        'compile.backend=inductor (compiled kernels')
+
+
+def test_another_backend_or_mode_and_a_config_change_are_two_causes():
+    diffs = [('config.compile.mode', "'default'", "'max-autotune'"),
+             ('config.optim_wrapper.optimizer.lr', '0.01', '0.02'), ('config_sha256', 'a', 'b'),
+             ('compile.mode', 'default', 'max-autotune')]
+    assert verdict_lines(diffs, True, 1, None, True)[1] == (
+        '  explained by (most likely first): another compile backend or mode '
+        '(config.compile.mode, compile.mode); the config (config.optim_wrapper.optimizer.lr, '
+        'config_sha256)')
+    settings = [('compile.inductor.fallback_random', True, False)]
+    assert verdict_lines(settings, True, 1, None, True)[3] == (
+        '  next: another compile backend or mode: set inductor\'s and dynamo\'s settings as A '
+        'had them: torch._inductor.config.fallback_random=True (compiled kernels fuse and '
+        "round differently from eager ones, and from another backend's or mode's: bitwise "
+        'equality is not expected across them)')
+
+
 def test_the_thread_count_fix_pins_it():
     diffs = [('devices.torch_threads', 2, 1), ('env.OMP_NUM_THREADS', '2', '1')]
     assert verdict_lines(diffs, True, 1, None, True)[1:] == [
