@@ -77,24 +77,33 @@ PY
   satisfied "$(pin setuptools)" wheel ninja || "${pip[@]}" install -c "$pins" \
     "$(pin setuptools)" wheel ninja
 
-  # 2. mmcv with its C++ ops, built against this stack's torch, once per stack. Its
+  # 2. mmcv with its C++ ops, built against this stack's torch, once per stack and mmcv
+  #    version (the wheel's name holds it: a new pin is never served an old wheel). Its
   #    setup.py needs an older setuptools than torch 2.13 does: the build takes it from a
   #    directory of its own, first on PYTHONPATH for the build only, so the environment's
   #    setuptools never changes (the environment's bin/ gives the build its ninja).
+  #    mmcv 2.0.x compiles its ops as C++14, and torch 2.1's headers need C++17 (mmcv 2.1
+  #    asks for it itself): the compiler the build is given (CXX) asks for C++17 instead.
   if ! satisfied "$(pin mmcv)" || ! "$vpy" -c "import mmcv.ops" 2>/dev/null; then
-    if ! ls "$wheels"/mmcv-*.whl >/dev/null 2>&1; then
+    local mmcv_wheel="$wheels/mmcv-$(pin mmcv | sed 's/^mmcv==//')-"  # keyed by version
+    if ! ls "$mmcv_wheel"*.whl >/dev/null 2>&1; then
       echo "[setup:$stack] building $(pin mmcv) with ops (first time: ~11 min on 2 cores)"
       local build_tools
       build_tools=$(mktemp -d)
       "${pip[@]}" install --no-deps --target "$build_tools" \
         -r "$root/requirements/build-mmcv.txt"
-      mkdir -p "$wheels"
-      PYTHONPATH="$build_tools" PATH="$env/bin:$PATH" MMCV_WITH_OPS=1 \
-        MAX_JOBS="${MAX_JOBS:-2}" FORCE_CUDA=0 "${pip[@]}" wheel --no-build-isolation \
+      mkdir -p "$wheels" "$build_tools/bin"
+      printf '#!/bin/sh\n%s\nexec %s "$@"\n' \
+        'for a; do shift; [ "$a" = -std=c++14 ] && a=-std=c++17; set -- "$@" "$a"; done' \
+        "$(command -v "${CXX:-g++}")" > "$build_tools/bin/g++"
+      chmod +x "$build_tools/bin/g++"
+      PYTHONPATH="$build_tools" PATH="$env/bin:$PATH" CXX="$build_tools/bin/g++" \
+        MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-2}" FORCE_CUDA=0 \
+        "${pip[@]}" wheel --no-build-isolation \
         --no-deps --no-cache-dir -w "$wheels" "$(pin mmcv)"
       rm -rf "$build_tools"
     fi
-    "${pip[@]}" install -c "$pins" "$wheels"/mmcv-*.whl
+    "${pip[@]}" install -c "$pins" "$mmcv_wheel"*.whl
   fi
 
   # 3. mmdet, test tools; the current stack also tests MMSegmentation.
