@@ -4,7 +4,9 @@
 #
 # current: torch 2.13 (CPU wheel), numpy 2, triton 3.7.1 -> linked as .venv
 # floor:   torch 2.1.2 (PyPI wheel, runs on CPU), numpy 1.26, triton 2.1.0 -> .venv-floor
-# Both: mmengine 0.10.7, mmcv 2.1.0 built from source with its ops, mmdet 3.3.0.
+# Both: mmengine 0.10.7, mmcv built from source with its ops (2.1.0 current, 2.0.1
+# floor), mmdet 3.3.0, mmpretrain 1.2.0, mmpose 1.3.2, mmrotate-dev 1.0.1; MMYOLO 0.6.0 on
+# the floor.
 # Pins: requirements/stack-<name>.txt (for these environments only).
 #
 # The environments live outside the checkout, in $MMREPRO_ENV_HOME (default
@@ -134,7 +136,41 @@ PY
   satisfied "$(pin triton)" || { echo "[setup:$stack] installing $(pin triton)"; \
     "${pip[@]}" install --no-deps "$(pin triton)"; }
 
-  # 4. No mmrepro in the environment: the tests and tools use this checkout (its
+  # 4. The OpenMMLab codebases teams train with, each by its own tools/train.py
+  #    (docs/install.md): mmpretrain, mmpose and mmrotate (mmrotate-dev) on both stacks,
+  #    MMYOLO on the floor only (it refuses mmcv 2.1). First what PyPI serves awkwardly:
+  #    - torchvision, the release this torch pins. Its wheel is a CUDA build: beside the
+  #      current stack's CPU torch its C ops do not load, and `import torchvision` then
+  #      fails unless tools/env/torchvision_without_ops.py (copied into site-packages,
+  #      run by a .pth line) defines the two operator schemas its fake kernels need;
+  #    - chumpy (mmpose's): a source distribution whose setup.py imports pip, so it is
+  #      built without build isolation;
+  #    - xtcocotools (mmpose's): its wheel is built against numpy 1.x and fails to import
+  #      on numpy 2 ("numpy.dtype size changed"): there it is built from its source.
+  local codebases=("$(pin mmpretrain)" "$(pin mmpose)" "$(pin mmrotate-dev)") xtcoco=()
+  [ "$stack" = floor ] && codebases+=("$(pin mmyolo)")
+  if [ "$stack" = current ]; then
+    xtcoco=(--no-binary xtcocotools)
+    local site hook=$root/tools/env/torchvision_without_ops.py
+    site=$(echo "$env"/lib/python3*/site-packages)
+    cmp -s "$hook" "$site/_torchvision_without_ops.py" || cp "$hook" \
+      "$site/_torchvision_without_ops.py"
+    echo 'import _torchvision_without_ops as h; h.install_hook()' \
+      > "$site/torchvision_without_ops.pth"
+  fi
+  satisfied "$(pin torchvision)" || { echo "[setup:$stack] installing $(pin torchvision)"; \
+    "${pip[@]}" install -c "$pins" "$(pin torchvision)"; }
+  satisfied "$(pin chumpy)" || { echo "[setup:$stack] installing $(pin chumpy)"; \
+    "${pip[@]}" install --no-build-isolation --no-cache-dir -c "$pins" "$(pin chumpy)"; }
+  satisfied "$(pin xtcocotools)" && "$vpy" -c 'import xtcocotools._mask' 2>/dev/null || {
+    echo "[setup:$stack] installing $(pin xtcocotools)${xtcoco:+ (from its source)}"
+    "${pip[@]}" install --force-reinstall --no-deps --no-cache-dir "${xtcoco[@]}" \
+      "$(pin xtcocotools)"
+    "${pip[@]}" install -c "$pins" "$(pin xtcocotools)"; }  # its other requirements
+  satisfied "${codebases[@]}" || { echo "[setup:$stack] installing ${codebases[*]}"; \
+    "${pip[@]}" install -c "$pins" "${codebases[@]}"; }
+
+  # 5. No mmrepro in the environment: the tests and tools use this checkout (its
   #    configs resolve through mmrepro/.mim/configs), and tests/e2e/test_install.py
   #    installs the wheel into an environment of its own.
   if satisfied mmrepro; then
@@ -143,7 +179,7 @@ PY
   fi
   write_console_scripts "$env"
 
-  # 5. Every installed requirement met (tests/unit/test_environment.py holds it too).
+  # 6. Every installed requirement met (tests/unit/test_environment.py holds it too).
   local check
   if ! check=$("$vpy" -m pip --disable-pip-version-check check 2>&1); then
     echo "$check" | sed "s/^/[setup:$stack] pip check: /" >&2
@@ -155,7 +191,7 @@ PY
 }
 
 # README's console scripts (setup.cfg's), running this checkout's mmrepro through
-# PYTHONPATH: the environment gets no mmrepro distribution (see step 4), and a checkout
+# PYTHONPATH: the environment gets no mmrepro distribution (see step 5), and a checkout
 # that runs this script takes the scripts over.
 write_console_scripts() {
   local env=$1 name target
