@@ -5,8 +5,8 @@
 # current: torch 2.13 (CPU wheel), numpy 2, triton 3.7.1 -> linked as .venv
 # floor:   torch 2.1.2 (PyPI wheel, runs on CPU), numpy 1.26, triton 2.1.0 -> .venv-floor
 # Both: mmengine 0.10.7, mmcv built from source with its ops (2.1.0 current, 2.0.1
-# floor), mmdet 3.3.0, mmpretrain 1.2.0, mmpose 1.3.2, mmrotate-dev 1.0.1; MMYOLO 0.6.0 on
-# the floor.
+# floor), mmdet 3.3.0, mmpretrain 1.2.0, mmpose 1.3.2, mmrotate-dev 1.0.1, and mmrepro
+# itself, editable; MMYOLO 0.6.0 on the floor.
 # Pins: requirements/stack-<name>.txt (for these environments only).
 #
 # The environments live outside the checkout, in $MMREPRO_ENV_HOME (default
@@ -170,13 +170,19 @@ PY
   satisfied "${codebases[@]}" || { echo "[setup:$stack] installing ${codebases[*]}"; \
     "${pip[@]}" install -c "$pins" "${codebases[@]}"; }
 
-  # 5. No mmrepro in the environment: the tests and tools use this checkout (its
-  #    configs resolve through mmrepro/.mim/configs), and tests/e2e/test_install.py
-  #    installs the wheel into an environment of its own.
-  if satisfied mmrepro; then
-    echo "[setup:$stack] removing the installed mmrepro (the checkout is used)"
-    "${pip[@]}" uninstall -y mmrepro
-  fi
+  # 5. mmrepro itself, editable (pip install -e, no dependencies): a script run with this
+  #    environment's python from anywhere, a codebase's own tools/train.py included,
+  #    imports it (its config's custom_imports). Checkouts share the environment: it
+  #    holds the one that last ran this script, as the console scripts do. A checkout's
+  #    own tests and tools import that checkout: on sys.path, it comes before the finder
+  #    of the editable install. tests/e2e/test_install.py installs mmrepro's wheel into
+  #    an environment of its own.
+  local installed
+  installed=$(cd / && env -u PYTHONPATH "$vpy" -c 'import importlib.util as u
+s = u.find_spec("mmrepro"); print(s.origin if s else "")' 2>/dev/null || true)
+  [ "$installed" = "$root/mmrepro/__init__.py" ] || {
+    echo "[setup:$stack] installing mmrepro from $root (editable)"
+    "${pip[@]}" install --no-deps --no-build-isolation -e "$root"; }
   write_console_scripts "$env"
 
   # 6. Every installed requirement met (tests/unit/test_environment.py holds it too).
@@ -191,8 +197,8 @@ PY
 }
 
 # README's console scripts (setup.cfg's), running this checkout's mmrepro through
-# PYTHONPATH: the environment gets no mmrepro distribution (see step 5), and a checkout
-# that runs this script takes the scripts over.
+# PYTHONPATH (first, whatever else is on sys.path); a checkout that runs this script
+# takes them over, as it does the editable install (step 5), whose scripts these replace.
 write_console_scripts() {
   local env=$1 name target
   while read -r name target; do
