@@ -1,17 +1,19 @@
 """The environment the tests run in, as tools/setup_env.sh makes it: pip finds nothing
-broken, and one OpenCV distribution provides ``cv2``.
+broken, one OpenCV distribution provides ``cv2``, and the OpenMMLab codebases and
+mmrepro (editable) import from anywhere.
 
 A requirement left unmet (torch's setuptools, albumentations' OpenCV) makes every later
 ``pip install`` into the environment resolve it again: offline, installing mmrepro
 fails.
 """
 import importlib.metadata
+import os
 import os.path as osp
 import subprocess
 import sys
 
 import pytest
-from support.repro_utils import env_home
+from support.repro_utils import REPO, env_home
 
 #: The distributions that install a ``cv2`` package (one build each; two in one
 #: environment overwrite each other's files).
@@ -47,3 +49,50 @@ def _version(name: str):
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+#: Imports what the codebases' training uses, in a fresh process (run from outside the
+#: checkout, without ``PYTHONPATH``): torchvision (its transforms; ``collect_env`` of every
+#: Runner), each codebase the stack holds (MMYOLO where mmcv is before 2.1), and mmrepro,
+#: the editable install's. Prints one line per codebase and mmrepro's file.
+CODEBASE_PROBE = """
+import importlib, importlib.util, sys
+import mmcv, torch, torchvision
+from torchvision.ops import box_iou
+from mmengine.utils.dl_utils import collect_env
+assert collect_env()['TorchVision'] == torchvision.__version__
+assert box_iou(torch.ones(1, 4), torch.ones(2, 4)).shape == (1, 2)
+names = ['mmpretrain.datasets.transforms', 'mmpose.datasets', 'mmrotate.models', 'mmyolo.models']
+for name in names:
+    package = name.split('.')[0]
+    if package == 'mmyolo' and not mmcv.__version__.startswith('2.0.'):
+        assert importlib.util.find_spec(package) is None, 'MMYOLO 0.6 refuses this mmcv'
+        continue
+    importlib.import_module(name)
+    print(package, sys.modules[package].__version__)
+import mmrepro
+print(mmrepro.__file__)
+"""
+
+
+def test_the_codebases_and_an_editable_mmrepro_import_from_anywhere(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
+    proc = subprocess.run([sys.executable, '-c', CODEBASE_PROBE], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    import mmcv
+    expected = ['mmpretrain 1.2.0', 'mmpose 1.3.2', 'mmrotate 1.0.1']
+    if mmcv.__version__.startswith('2.0.'):
+        expected.append('mmyolo 0.6.0')
+    assert lines[:-1] == expected
+    # the checkout that last ran tools/setup_env.sh (this one, or another sharing the env)
+    assert lines[-1].endswith(osp.join('', 'mmrepro', '__init__.py'))
+    installed = osp.dirname(osp.dirname(lines[-1]))
+    assert osp.isfile(osp.join(installed, 'tools', 'setup_env.sh')), installed
+
+
+def test_this_checkouts_mmrepro_comes_first():
+    """The tests import their own checkout, whichever one the environment installed."""
+    import mmrepro
+    assert osp.dirname(osp.dirname(osp.abspath(mmrepro.__file__))) == REPO

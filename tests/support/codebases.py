@@ -1,0 +1,144 @@
+"""The OpenMMLab codebases beside MMDetection in the test environments, and tiny configs
+each trains with its own ``tools/train.py`` (the one its package ships in ``.mim``).
+
+``tools/setup_env.sh`` installs mmpretrain, mmpose and mmrotate (``mmrotate-dev``) on both
+stacks and MMYOLO on the floor (docs/install.md). Each config here holds mmrepro's two
+lines (``custom_imports`` and ``randomness``) and trains one epoch of one iteration (two
+samples, batch size 2, no validation) on data derived from the tiny COCO demo dataset
+(:func:`derive_data`): image folders by class (mmpretrain), DOTA-format text files
+(mmrotate), COCO keypoints (mmpose) and the COCO boxes themselves (MMYOLO).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import os.path as osp
+from typing import Dict, List
+
+#: The codebases, by package name.
+CODEBASES = ('mmpretrain', 'mmpose', 'mmrotate', 'mmyolo')
+#: The demo dataset's classes (:mod:`mmrepro.demo.tiny_coco`).
+CLASSES = ('red', 'green', 'blue')
+#: mmrepro's two lines (``configs/_base_/repro_runtime.py``).
+TWO_LINES = """
+custom_imports = dict(imports=['mmrepro'], allow_failed_imports=False)
+randomness = dict(seed=0, deterministic=True)
+"""
+#: One epoch, no validation or test: the datasets' ``indices=2`` and batch size 2 make it
+#: one iteration (every config's bases set the rest of ``train_cfg``).
+ONE_EPOCH = 'train_cfg = dict(max_epochs=1, val_interval=1)\n' + ''.join(
+    f'{split}_{key} = None\n' for split in ('val', 'test')
+    for key in ('dataloader', 'cfg', 'evaluator'))
+#: Each codebase's config: its bases, its other lines (model, ``train_pipeline``), and its
+#: training dataset's keys (``{data}``: :func:`derive_data`'s output; ``{coco}``: the
+#: demo dataset).
+CONFIGS = {
+    'mmpretrain': (
+        ['mmpretrain::_base_/models/resnet18.py', 'mmpretrain::_base_/schedules/imagenet_bs256.py',
+         'mmpretrain::_base_/default_runtime.py'],
+        """model = dict(head=dict(num_classes=3, topk=(1, )))
+data_preprocessor = dict(num_classes=3, mean=[123.675, 116.28, 103.53],
+                         std=[58.395, 57.12, 57.375], to_rgb=True)
+train_pipeline = [dict(type='LoadImageFromFile'), dict(type='RandomResizedCrop', scale=32),
+                  dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+                  dict(type='PackInputs')]
+""",
+        "type='CustomDataset', data_root='{data}', data_prefix='cls', pipeline=train_pipeline"),
+    'mmpose': (
+        ['mmpose::body_2d_keypoint/topdown_heatmap/coco/td-hm_res50_8xb64-210e_coco-256x192.py'],
+        'model = dict(backbone=dict(depth=18, init_cfg=None), head=dict(in_channels=512))\n',
+        "data_root='', ann_file='{data}/keypoints/train.json', "
+        "data_prefix=dict(img='{coco}/images/')"),
+    'mmrotate': (
+        ['mmrotate::rotated_retinanet/rotated-retinanet-rbox-le90_r50_fpn_1x_dota.py'],
+        """model = dict(backbone=dict(depth=18, init_cfg=None),
+             neck=dict(in_channels=[64, 128, 256, 512]), bbox_head=dict(num_classes=3))
+train_pipeline = [
+    dict(type='mmdet.LoadImageFromFile'),
+    dict(type='mmdet.LoadAnnotations', with_bbox=True, box_type='qbox'),
+    dict(type='ConvertBoxType', box_type_mapping=dict(gt_bboxes='rbox')),
+    dict(type='mmdet.Resize', scale=(128, 128), keep_ratio=True),
+    dict(type='mmdet.RandomFlip', prob=0.5, direction=['horizontal']),
+    dict(type='mmdet.PackDetInputs')]
+""",
+        "data_root='{data}/dota/', ann_file='annfiles/', data_prefix=dict(img_path='images/'), "
+        f"metainfo=dict(classes={CLASSES!r}), pipeline=train_pipeline"),
+    'mmyolo': (
+        ['mmyolo::yolov5/yolov5_n-v61_syncbn_fast_8xb16-300e_coco.py'],
+        """model = dict(bbox_head=dict(head_module=dict(num_classes=3)))
+train_pipeline = [
+    dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+    dict(type='mmdet.Resize', scale=(64, 64), keep_ratio=False),
+    dict(type='mmdet.PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape'))]
+""",
+        "data_root='{coco}/', ann_file='annotations/train.json', data_prefix=dict(img='images/'), "
+        f"metainfo=dict(classes={CLASSES!r}), pipeline=train_pipeline"),
+}
+
+
+def train_script(package: str) -> str:
+    """The codebase's own ``tools/train.py``, as its package installs it (``.mim``)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f'{package} is not installed (tools/setup_env.sh installs '
+                                  f'it; MMYOLO on the floor stack only)')
+    return osp.join(osp.dirname(spec.origin), '.mim', 'tools', 'train.py')
+
+
+def write_config(codebase: str, coco: str, data: str, path: str) -> str:
+    """Write ``codebase``'s tiny config (:data:`CONFIGS`, :data:`ONE_EPOCH`,
+    :data:`TWO_LINES`) to ``path``, over the demo dataset at ``coco`` and the data
+    :func:`derive_data` wrote to ``data``. Returns ``path``."""
+    bases, lines, dataset = CONFIGS[codebase]
+    dataset = dataset.replace('{data}', osp.abspath(data)).replace('{coco}', osp.abspath(coco))
+    loader = ("train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,\n"
+              f"                        dataset=dict(indices=2, {dataset}))\n")
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(f'_base_ = {bases!r}\n{lines}{loader}{ONE_EPOCH}{TWO_LINES}')
+    return path
+
+
+def derive_data(coco: str, data: str) -> None:
+    """From the demo dataset at ``coco`` (its training split), write under ``data``:
+    ``cls/<class>/`` (links to each image, by its largest box's class),
+    ``dota/images/`` and ``dota/annfiles/`` (each box as a quadrilateral, DOTA's text
+    format) and ``keypoints/train.json`` (each box a "person" with 17 visible keypoints
+    on a grid inside it)."""
+    with open(osp.join(coco, 'annotations', 'train.json')) as f:
+        ann = json.load(f)
+    images = {image['id']: image for image in ann['images']}
+    boxes: Dict[int, List[dict]] = {}
+    for a in ann['annotations']:
+        boxes.setdefault(a['image_id'], []).append(a)
+    for sub in ('dota/images', 'dota/annfiles', 'keypoints', *(f'cls/{c}' for c in CLASSES)):
+        os.makedirs(osp.join(data, sub), exist_ok=True)
+    people = []
+    for image_id, image in images.items():
+        source = osp.abspath(osp.join(coco, 'images', image['file_name']))
+        stem = osp.splitext(image['file_name'])[0]
+        largest = max(boxes.get(image_id, []), key=lambda a: a['area'], default=None)
+        links = [osp.join(data, 'dota', 'images', image['file_name'])]
+        if largest is not None:
+            links.append(osp.join(data, 'cls', CLASSES[largest['category_id'] - 1],
+                                  image['file_name']))
+        for link in links:
+            if not osp.lexists(link):
+                os.symlink(source, link)
+        lines = []
+        for a in boxes.get(image_id, []):
+            x, y, w, h = a['bbox']
+            corners = (x, y, x + w, y, x + w, y + h, x, y + h)
+            lines.append(' '.join(f'{v:g}' for v in corners)
+                         + f" {CLASSES[a['category_id'] - 1]} 0")
+            points = [(x + w * (0.2 + 0.6 * (k % 4) / 3), y + h * (0.1 + 0.8 * (k // 4) / 4))
+                      for k in range(17)]
+            people.append(dict(id=len(people) + 1, image_id=image_id, category_id=1,
+                               bbox=a['bbox'], area=a['area'], iscrowd=0, num_keypoints=17,
+                               keypoints=[v for p in points for v in (*p, 2)]))
+        with open(osp.join(data, 'dota', 'annfiles', stem + '.txt'), 'w') as f:
+            f.write('\n'.join(lines) + '\n')
+    with open(osp.join(data, 'keypoints', 'train.json'), 'w') as f:
+        json.dump(dict(images=ann['images'], annotations=people,
+                       categories=[dict(id=1, name='person')]), f)
