@@ -4,8 +4,10 @@
 #   - the floor stack (torch 2.1.2, .venv-floor): the quick subset plus the tests
 #     marked `floor` (real RetinaNet / Faster R-CNN: rerun, num_workers, mid-epoch
 #     resume, kill + resume, MMDetection's own tools/train.py, pip install).
-# Extra arguments go to pytest on both stacks (a -m given here replaces the floor's
-# selection). STACKS="current" (or "floor") runs one stack only.
+# Tests marked `full` (second proofs and sweeps: the support matrix's zoo, each
+# codebase's every layout) run only with TIER=full; CI runs the default tier.
+# Extra arguments go to pytest on both stacks (a -m given here replaces the selection).
+# STACKS="current" (or "floor") runs one stack only.
 #
 # Each stack runs two pytest-xdist workers (TEST_WORKERS=N for another number, 0 for
 # none; each test file on one worker: --dist loadfile, in pytest-xdist's order), and
@@ -25,8 +27,10 @@ for stack in $stacks; do
   bash tools/setup_env.sh "$stack" || exit $?
 done
 for stack in $stacks; do
-  if [ "$stack" = current ]; then py=.venv/bin/python; select=(); else
-    py=.venv-floor/bin/python; select=(-m "not slow or floor"); fi
+  if [ "$stack" = current ]; then py=.venv/bin/python; select=(-m "not full"); else
+    py=.venv-floor/bin/python; select=(-m "(not slow or floor) and not full"); fi
+  [ "${TIER:-}" = full ] && { [ "$stack" = current ] && select=() || \
+    select=(-m "not slow or floor"); }
   echo "== $stack stack: $("$py" -c 'import torch, numpy; print(f"torch {torch.__version__}, numpy {numpy.__version__}")') =="
   "$py" -m pytest "${workers[@]}" "${select[@]}" "$@" || status=$?
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The cuda tier: tests marked `cuda` (DeterministicRoIAlign, the deformable ops and
-# adaptive pooling against mmcv's CUDA ops and PyTorch's, and Faster R-CNN / RetinaNet
-# trained on the GPU: reruns, resume, num_workers, check_repro, NCCL launchers).
+# The cuda tier: tests marked `cuda` (DeterministicRoIAlign, the deformable and rotated
+# ops and adaptive pooling against mmcv's CUDA ops and PyTorch's, and Faster R-CNN /
+# RetinaNet trained on the GPU: reruns, resume, num_workers, check_repro, NCCL launchers).
 # Needs a GPU; elsewhere those tests skip and say why.
 #   bash tools/test_cuda.sh [pytest args]          # e.g. -x, or -m "not slow" (op tests)
 # Python: $PYTHON if set, else the first of .venv/bin/python and python3 that sees a GPU.

@@ -9,13 +9,15 @@ kernel to the module classes that call it. Kernels checked and found free of ato
 (deterministic): CARAFE/CARAFEPack (warp-shuffle reductions in a fixed order), PSAMask,
 MaskedConv2d, Correlation, CrissCrossAttention, SyncBatchNorm, FusedBiasLeakyReLU,
 upfirdn2d, TINShift, the focal losses, NMS. Ops that are only functions (not modules)
-and so cannot be found by scanning modules: ``rotated_feature_align``,
-``chamfer_distance``, ``gather_points``, ``three_interpolate``, ``assign_score_withk``
-(all ``atomicAdd`` in backward); ``Voxelization(deterministic=False)`` is
-nondeterministic by its own flag.
+and so cannot be found by scanning modules: ``chamfer_distance``, ``gather_points``,
+``three_interpolate``, ``assign_score_withk`` (all ``atomicAdd`` in backward), and
+``rotated_feature_align``, found through its caller (:data:`NONDETERMINISTIC_CALLERS`);
+``Voxelization(deterministic=False)`` is nondeterministic by its own flag.
 
 :data:`NONDETERMINISTIC_TORCH_USERS` lists the classes (PyTorch's and MMDetection's)
-that call PyTorch ops whose CUDA backward torch itself cannot make deterministic.
+that call PyTorch ops whose CUDA backward torch itself cannot make deterministic;
+:data:`NONDETERMINISTIC_CALLERS` the classes (mmrotate's) that call such an mmcv
+function.
 :data:`REPLACED_OPS` says how ``replace=True`` makes each replaceable op deterministic;
 every other listed op gets a fix in the message (:data:`FIXES`).
 """
@@ -28,8 +30,8 @@ from torch import nn
 
 from .replace import is_mmcv_roi_align, replace_roi_align
 
-__all__ = ['NONDETERMINISTIC_MMCV_OPS', 'NONDETERMINISTIC_TORCH_USERS', 'REPLACED_OPS',
-           'audit_model', 'format_audit']
+__all__ = ['NONDETERMINISTIC_CALLERS', 'NONDETERMINISTIC_MMCV_OPS',
+           'NONDETERMINISTIC_TORCH_USERS', 'REPLACED_OPS', 'audit_model', 'format_audit']
 
 _BW = 'CUDA backward accumulates with atomicAdd'
 #: mmcv.ops module class name -> why it is nondeterministic on CUDA (mmcv 2.1.0 sources).
@@ -79,18 +81,27 @@ NONDETERMINISTIC_TORCH_USERS: Dict[str, tuple] = {
     'MaskPointHead': (('mmdet.',), _GRID),
     'PointRendRoIHead': (('mmdet.',), _GRID),
 }
-_ROUTED = 'routed to mmrepro.ops.deformable'
+#: Classes outside mmcv.ops whose forward calls an mmcv function that is
+#: nondeterministic on CUDA: class name -> (module prefix, why).
+NONDETERMINISTIC_CALLERS: Dict[str, tuple] = {
+    'FRM': (('mmrotate.',), f'calls rotated_feature_align: {_BW} '
+            '(rotated_feature_align_cuda_kernel.cuh)'),
+}
+_ROUTED = 'routed to mmrepro.ops.'
 #: Ops that ``replace=True`` makes deterministic -> how.
 REPLACED_OPS: Dict[str, str] = {
     'RoIAlign': 'replaced by mmrepro.ops.DeterministicRoIAlign',
     'AdaptiveAvgPool2d': 'replaced by mmrepro.ops.DeterministicAdaptiveAvgPool2d',
-    **{op: f'{_ROUTED}.deform_conv2d' for op in (
+    **{op: f'{_ROUTED}deformable.deform_conv2d' for op in (
         'DeformConv2d', 'DeformConv2dPack', 'ModulatedDeformConv2d',
         'ModulatedDeformConv2dPack', 'SAConv2d')},
-    'MultiScaleDeformableAttention': f'{_ROUTED}.ms_deform_attn',
-    **{op: f'{_ROUTED}.grid_sample (point_sample)' for op in (
+    'MultiScaleDeformableAttention': f'{_ROUTED}deformable.ms_deform_attn',
+    **{op: f'{_ROUTED}deformable.grid_sample (point_sample)' for op in (
         'SimpleRoIAlign', 'Mask2FormerHead', 'Mask2FormerTrackHead', 'MaskPointHead',
         'PointRendRoIHead')},
+    'RoIAlignRotated': f'{_ROUTED}rotated.roi_align_rotated',
+    'RiRoIAlignRotated': f'{_ROUTED}rotated.riroi_align_rotated',
+    'FRM': f'{_ROUTED}rotated.rotated_feature_align',
 }
 #: How to get rid of a listed op that mmrepro does not replace.
 FIXES: Dict[str, str] = {
@@ -113,7 +124,8 @@ def _listed_op(module: nn.Module) -> Optional[Tuple[str, str]]:
         name, origin = cls.__name__, cls.__module__
         if name in NONDETERMINISTIC_MMCV_OPS and origin.startswith('mmcv.'):
             return name, NONDETERMINISTIC_MMCV_OPS[name]
-        prefixes, reason = NONDETERMINISTIC_TORCH_USERS.get(name, ((), ''))
+        prefixes, reason = (NONDETERMINISTIC_TORCH_USERS.get(name)
+                            or NONDETERMINISTIC_CALLERS.get(name, ((), '')))
         if origin.startswith(tuple(prefixes)):
             return name, reason
     return None
@@ -170,7 +182,8 @@ def audit_model(model: nn.Module, deterministic: bool, strict: bool = False,
         replace: With ``deterministic``, make every op of :data:`REPLACED_OPS`
             deterministic: ``mmcv.ops.RoIAlign`` and ``AdaptiveAvgPool2d`` layers are
             replaced in place (``state_dict`` keys unchanged), and the deformable ops
-            and ``point_sample`` are routed to :mod:`mmrepro.ops.deformable` during
+            and ``point_sample``, and the rotated ops, are routed to
+            :mod:`mmrepro.ops.deformable` and :mod:`mmrepro.ops.rotated` during
             ``model``'s forward (:func:`mmrepro.ops.routing.activate`).
 
     Returns:

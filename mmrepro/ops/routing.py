@@ -1,11 +1,14 @@
-"""Route mmcv's deformable ops and ``point_sample`` to mmrepro's deterministic ones.
+"""Route mmcv's deformable and rotated ops and ``point_sample`` to mmrepro's
+deterministic ones.
 
 mmcv's layers call module-level functions (``deform_conv2d``,
 ``modulated_deform_conv2d``, ``MultiScaleDeformableAttnFunction.apply``,
-``multi_scale_deformable_attn_pytorch``) and MMDetection's heads call ``point_sample``
-(``F.grid_sample``). :func:`activate` replaces each of those names, once per process,
-by a router, and hooks the given model so that the routers choose mmrepro's version
-(:mod:`mmrepro.ops.deformable`) only
+``multi_scale_deformable_attn_pytorch``, and ``RoIAlignRotatedFunction.apply``,
+``RiRoIAlignRotatedFunction.apply``; mmrotate's R3Det calls ``rotated_feature_align``,
+which calls ``RotatedFeatureAlignFunction.apply``) and MMDetection's heads call
+``point_sample`` (``F.grid_sample``). :func:`activate` replaces each of those names, once
+per process, by a router, and hooks the given model so that the routers choose
+mmrepro's version (:mod:`mmrepro.ops.deformable`, :mod:`mmrepro.ops.rotated`) only
 
 - during that model's forward (a context variable its forward hooks set), and
 - when gradients are wanted (the forward passes alone are deterministic), and
@@ -28,6 +31,7 @@ from torch import Tensor, nn
 
 from . import deformable
 from .csr_kernels import triton_available
+from .rotated import functions as rotated_functions
 
 __all__ = ['DEVICES', 'ROUTED_NAMES', 'activate', 'routed']
 
@@ -163,6 +167,26 @@ def _point_sample(original: Callable) -> Callable:
     return point_sample
 
 
+class _RotatedFunction:
+    """Stands in for an mmcv rotated op's ``Function`` class (only ``apply`` is used), or
+    for its bound ``apply`` (``mmcv.ops.roi_align_rotated``, a callable): mmrepro's
+    ``Function`` of the same name (:mod:`mmrepro.ops.rotated.functions`) when routed
+    and it takes the arguments, else mmcv's, which raises mmcv's errors on bad ones.
+    """
+
+    def __init__(self, original: Any) -> None:
+        self.__wrapped__ = original
+        self._mmcv = original if isinstance(original, type) else original.__self__
+        self._ours = getattr(rotated_functions, self._mmcv.__name__)
+
+    def apply(self, *args: Any) -> Tensor:
+        if routed(*args[:2]) and self._ours.takes(*args):
+            return self._ours.apply(*args)
+        return self._mmcv.apply(*args)
+
+    __call__ = apply
+
+
 #: (attribute, router factory, modules holding that name): mmcv's own module first,
 #: then its re-export in ``mmcv.ops`` and the modules that import it by name.
 _ROUTES: Tuple[Tuple[str, Callable, Tuple[str, ...]], ...] = (
@@ -179,6 +203,12 @@ _ROUTES: Tuple[Tuple[str, Callable, Tuple[str, ...]], ...] = (
         'mmdet.models.tracking_heads.mask2former_track_head',
         'mmdet.models.roi_heads.mask_heads.mask_point_head',
         'mmdet.models.roi_heads.point_rend_roi_head', 'mmdet.models.utils.point_sample')),
+    ('RoIAlignRotatedFunction', _RotatedFunction, ('mmcv.ops.roi_align_rotated',)),
+    ('roi_align_rotated', _RotatedFunction, ('mmcv.ops.roi_align_rotated', 'mmcv.ops')),
+    ('RiRoIAlignRotatedFunction', _RotatedFunction, ('mmcv.ops.riroi_align_rotated',)),
+    ('riroi_align_rotated', _RotatedFunction, ('mmcv.ops.riroi_align_rotated', 'mmcv.ops')),
+    # mmcv's rotated_feature_align (also where mmrotate imported it) calls this one.
+    ('RotatedFeatureAlignFunction', _RotatedFunction, ('mmcv.ops.rotated_feature_align',)),
 )
 #: (module, attribute, router factory) of every name :func:`activate` replaces.
 ROUTED_NAMES: Tuple[Tuple[str, str, Callable], ...] = tuple(

@@ -155,6 +155,32 @@ def _exercise_roi_align(dtype: torch.dtype, channels: int) -> None:
         out.float().sum().backward()
 
 
+def _exercise_rotated(dtype: torch.dtype) -> None:
+    """The rotated ops' backward passes (their forward is mmcv's kernel; mmcv's rotated
+    kernels take no bfloat16, so neither do mmrepro's).
+
+    Their entries kernels do not depend on the channels, and their CSR sums are
+    RoIAlign's (the same dtypes; float32 rows for RiRoIAlign's fp16 mix), whose
+    variants :func:`_exercise_roi_align` captures at every channel count: one count
+    (an FPN's 256, 8 orientations) captures the rest.
+    """
+    if dtype == torch.bfloat16:
+        return
+    from ..rotated import kernels
+    gen = torch.Generator().manual_seed(0)
+    channels, orientations = 256, 8
+    shape = torch.Size((2, channels, 5, 6))
+    rois = torch.tensor([[0, 3.0, 2.5, 4.0, 3.0, 0.5], [1, 2.0, 3.0, 5.0, 2.0, -2.0]],
+                        dtype=dtype)
+    grad = torch.randn(2, channels, 2, 2, generator=gen).to(dtype)
+    kernels.roi_align_rotated_backward(grad, rois, 1.0, 0, True, False, shape)
+    kernels.riroi_align_rotated_backward(grad, rois, 1.0, 2, orientations, True, shape)
+    boxes = (torch.rand(2, 5, 6, 5, generator=gen) * 6 - 1).to(dtype)
+    for points in (1, 5):
+        kernels.rotated_feature_align_backward(torch.randn(shape, generator=gen).to(dtype),
+                                               boxes, 1.0, points)
+
+
 def capture_variants(dtypes: Sequence[torch.dtype] = DTYPES,
                      channels: Sequence[int] = CHANNELS) -> List[Variant]:
     """Run the ops under the interpreter and return every distinct variant launched.
@@ -176,6 +202,7 @@ def capture_variants(dtypes: Sequence[torch.dtype] = DTYPES,
             for c in channels:
                 _exercise_bilinear(dtype, c)
                 _exercise_roi_align(dtype, c)
+            _exercise_rotated(dtype)
     return list(dict.fromkeys(found))
 
 

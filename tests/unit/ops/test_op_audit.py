@@ -179,3 +179,28 @@ def test_deformable_ops_follow_the_installed_triton():
         entries = audit_model(model, deterministic=True)
     assert entries[0]['action'] == 'nondeterministic-on-cuda'
     assert format_audit(entries).splitlines()[-1].endswith('| nondeterministic-on-cuda')
+
+
+def test_rotated_ops_follow_the_installed_triton():
+    """mmrotate's rotated layers, and R3Det's refinement module (which calls the function
+    rotated_feature_align), are routed where mmrepro's Triton kernels run."""
+    from mmrepro.ops.csr_kernels import triton_status
+    frm = type('FRM', (nn.Module,), {'__module__': 'mmrotate.models.layers.align'})
+    not_mmrotates = type('FRM', (nn.Module,), {})
+    model = nn.Sequential(mmcv_ops.RoIAlignRotated(7, 0.25), mmcv_ops.RiRoIAlignRotated(7, 0.25),
+                          frm(), not_mmrotates())
+    usable, _ = triton_status()
+    if not usable:
+        with pytest.raises(ValueError, match=r'3 module\(s\) .*: 0 \(RoIAlignRotated: .*use a '
+                                             r'torch whose Triton is >= 3\.0'):
+            audit_model(model, deterministic=True, strict=True)
+        return
+    entries = audit_model(model, deterministic=True, strict=True)
+    assert [(e['name'], e['op'], e['action']) for e in entries] == [
+        ('0', 'RoIAlignRotated', 'replaced'), ('1', 'RiRoIAlignRotated', 'replaced'),
+        ('2', 'FRM', 'replaced')]
+    assert [e['reason'].split('; ')[1] for e in entries] == [
+        f'routed to mmrepro.ops.rotated.{op}'
+        for op in ('roi_align_rotated', 'riroi_align_rotated', 'rotated_feature_align')]
+    assert entries[2]['reason'].startswith('calls rotated_feature_align: CUDA backward '
+                                           'accumulates with atomicAdd')

@@ -1,4 +1,5 @@
-"""mmcv layers and ``point_sample`` routed to mmrepro's ops, only where asked.
+"""mmcv layers, ``point_sample`` and the rotated ops routed to mmrepro's ops, only where
+asked.
 
 Routing applies on CUDA; here ``DEVICES`` gains ``'cpu'`` (with Triton's interpreter,
 set by ``tests/conftest.py``) so the real layers run through the real routers. Each
@@ -15,9 +16,12 @@ from torch import nn
 
 from mmrepro.ops import DeterministicAdaptiveAvgPool2d, deformable, routing
 from mmrepro.ops.op_audit import audit_model
+from mmrepro.ops.rotated import functions as rotated_functions
 
 skip_unless_triton_kernels_run()
 mmcv_ops = pytest.importorskip('mmcv.ops', reason='mmcv with compiled ops is not installed')
+#: Imported by name before any router is installed, as mmrotate's R3Det does.
+mmcv_rotated_feature_align = mmcv_ops.rotated_feature_align
 
 
 class _Net(nn.Module):
@@ -199,6 +203,76 @@ def _probe_devices(**env):
              if k not in ('TRITON_INTERPRET', routing.CPU_ENV)}
     return subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                           env={**clean, **env})
+
+
+@pytest.fixture
+def rotated_calls(monkeypatch):
+    """Counts of mmrepro's rotated backward passes (spies around the real functions)."""
+    counts = {}
+    for op in ('roi_align_rotated', 'riroi_align_rotated', 'rotated_feature_align'):
+        name = f'{op}_backward'
+        real = getattr(rotated_functions, name)
+
+        def spy(*args, _real=real, _op=op):
+            counts[_op] = counts.get(_op, 0) + 1
+            return _real(*args)
+        monkeypatch.setattr(rotated_functions, name, spy)
+    return counts
+
+
+class _RotatedNet(nn.Module):
+    """mmrotate's uses: R3Det's refinement (``rotated_feature_align`` called by name) and
+    Oriented R-CNN's ``RoIAlignRotated`` layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 3, 3, padding=1)
+        self.roi = mmcv_ops.RoIAlignRotated((2, 2), 0.5, 2, True, True)
+
+    def forward(self, x, rois, boxes):
+        feat = self.conv(x)
+        return self.roi(feat + mmcv_rotated_feature_align(feat, boxes, 0.5, 5), rois)
+
+
+def _run_rotated(model: nn.Module) -> list:
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 5, 6, generator=g)
+    rois = torch.tensor([[0, 4.0, 3.0, 5.0, 3.0, 0.4], [1, 7.0, 6.0, 6.0, 4.0, -2.0]])
+    boxes = torch.rand(2, 5, 6, 5, generator=g) * torch.tensor([10, 12, 6, 4, 6.0]) - 1
+    out = model(x, rois, boxes)
+    (out * torch.randn(out.shape, generator=g)).sum().backward()
+    return [out.detach()] + [p.grad for p in model.parameters()]
+
+
+def test_rotated_ops_routed_in_the_model_only(on_cpu, rotated_calls):
+    original = _RotatedNet()
+    model = copy.deepcopy(original)
+    entries = audit_model(model, deterministic=True, strict=True)
+    assert [(e['name'], e['action']) for e in entries] == [('roi', 'replaced')]
+    assert entries[0]['reason'].endswith('; routed to mmrepro.ops.rotated.roi_align_rotated')
+    ours, theirs = _run_rotated(model), _run_rotated(original)
+    assert rotated_calls == {'roi_align_rotated': 1, 'rotated_feature_align': 1}
+    assert torch.equal(ours[0], theirs[0])  # mmcv's forward
+    for a, b in zip(ours[1:], theirs[1:], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    model.zero_grad(set_to_none=True)
+    again = _run_rotated(model)
+    assert rotated_calls == {'roi_align_rotated': 2, 'rotated_feature_align': 2}
+    assert all(torch.equal(a, b) for a, b in zip(again, ours, strict=True))
+
+
+def test_routed_riroi_align_keeps_mmcvs_out_size_check(on_cpu, rotated_calls):
+    """mmcv's RiRoIAlignRotated has no CPU kernel; routed, it runs on mmrepro's path."""
+    layer = mmcv_ops.RiRoIAlignRotated((2, 2), 0.5, 2, 4)
+    routing.activate(model := _Call(layer))
+    feat = torch.randn(1, 8, 5, 6, requires_grad=True)
+    rois = torch.tensor([[0, 4.0, 3.0, 5.0, 3.0, 0.4]])
+    model(feat, rois).sum().backward()
+    assert rotated_calls == {'riroi_align_rotated': 1} and feat.grad.abs().sum() > 0
+    layer.out_size = [2, 2]  # mmcv takes an int or a tuple
+    theirs = _error(mmcv_ops.riroi_align_rotated, feat, rois, [2, 2], 0.5)
+    assert _error(model, feat, rois) == theirs and theirs[0] is TypeError
 
 
 def test_cpu_takes_the_cuda_path_only_when_asked_and_interpreted():

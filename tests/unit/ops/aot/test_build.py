@@ -81,7 +81,7 @@ def aot(tmp_path_factory):
 def test_every_variant_builds_for_six_targets_without_atomics(aot):
     variants, builds, built = aot
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    assert len({v.name for v in variants}) == 5
+    assert len({v.name for v in variants}) == 7
     assert len(builds) == len(variants) * len(TARGETS)
     assert {b['capability'] for b in builds} == set(TARGETS)
     assert [b for b in builds if b['error'] or b['atomics']] == []
@@ -93,6 +93,17 @@ def test_roi_align_backward_divides_as_cuda_does(aot):
     entries = [b for b in aot[1] if b['kernel'] == 'triton_entries.entries_kernel']
     assert len(entries) == 4 * len(TARGETS)  # one per input dtype
     assert [b for b in entries if b['approx_divisions']] == []
+
+
+def test_rotated_backward_divides_as_cuda_does(aot):
+    """Its coordinates repeat mmcv's fp16/32/64 kernels (no bfloat16 there): correctly
+    rounded divisions only; rotated_feature_align's entries kernel for 1 and 5 points."""
+    kernels = {'triton_rotated.rotated_entries_kernel': 3,
+               'triton_rotated.point_entries_kernel': 3 * 2}
+    for kernel, variants in kernels.items():
+        builds = [b for b in aot[1] if b['kernel'] == kernel]
+        assert len(builds) == variants * len(TARGETS)
+        assert [b for b in builds if b['approx_divisions']] == []
 
 
 def test_every_jit_function_is_covered(aot):

@@ -45,11 +45,12 @@ def test_a_kernel_no_variant_launches_is_uncovered():
                                                                       'mod.launched']
 
 
-def test_mmrepro_ops_define_the_five_launched_kernels_and_their_helpers():
+def test_mmrepro_ops_define_the_seven_launched_kernels_and_their_helpers():
     found = {osp.basename(p)[:-3]: jit_functions(open(p).read())
              for p in glob.glob(osp.join(OPS, '**', '*.py'), recursive=True)}
     launched = {f'{m}.{f}' for m, graph in found.items() for f in graph
                 if not any(f in calls for calls in graph.values())}
     assert launched == {'bilinear_kernels.entries_kernel', 'bilinear_kernels.forward_kernel',
                         'bilinear_kernels.sample_grads_kernel', 'csr_kernels.csr_sum_kernel',
-                        'triton_entries.entries_kernel'}
+                        'triton_entries.entries_kernel', 'triton_rotated.point_entries_kernel',
+                        'triton_rotated.rotated_entries_kernel'}

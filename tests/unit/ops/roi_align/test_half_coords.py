@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 from support.repro_utils import skip_unless_triton_kernels_run
-from support.roi_align_reference import bilinear_gradient
+from support.roi_align_reference import corner_entries, entry_tensors
 
 from mmrepro.ops.roi_align.kernels import build_entries
 from mmrepro.ops.roi_align.plan import corners as _corners
@@ -54,23 +54,9 @@ def transcription(rois, dtype, sampling_ratio, aligned):
                     y = r(r(start_h + r(ph * bin_h)) + r(r((iy + 0.5) * bin_h) / grid_h))
                     for ix in range(grid_w):
                         x = r(r(start_w + r(pw * bin_w)) + r(r((ix + 0.5) * bin_w) / grid_w))
-                        points.append((_corner_entries(int(roi[0]), y, x, r), count))
+                        points.append((corner_entries(HEIGHT, WIDTH, int(roi[0]), y, x, r),
+                                       count))
     return points
-
-
-def _corner_entries(batch, y, x, r):
-    """``bilinear_interpolate``: [(key, weight)] x 4, keys -1 outside the map."""
-    corners = bilinear_gradient(HEIGHT, WIDTH, y, x, r)
-    base = batch * HEIGHT * WIDTH
-    return [(base + yy * WIDTH + xx, w) for yy, xx, w in corners] or [(-1, 0.0)] * 4
-
-
-def _expected(points):
-    keys = torch.tensor([k for corners, _ in points for k, _ in corners], dtype=torch.int32)
-    weights = torch.tensor([w for corners, _ in points for _, w in corners],
-                           dtype=torch.float32)
-    counts = torch.tensor([c for _, c in points], dtype=torch.float32).repeat_interleave(4)
-    return keys, weights, weights * (1.0 / counts)
 
 
 @pytest.mark.parametrize('aligned', [True, False])
@@ -81,7 +67,7 @@ def test_backward_entries_use_the_forwards_coordinates(dtype, sampling_ratio, al
     geometry = _roi_geometry(rois, *POOLED, SCALE, sampling_ratio, aligned)
     keys, _, weights = build_entries(geometry, rois[:, 0].long(), POOLED, HEIGHT, WIDTH,
                                      dtype)
-    want_keys, _, want_weights = _expected(transcription(rois.cpu(), dtype, sampling_ratio,
+    want_keys, _, want_weights = entry_tensors(transcription(rois.cpu(), dtype, sampling_ratio,
                                                          aligned))
     assert torch.equal(keys.cpu(), want_keys)
     assert torch.equal(weights.cpu(), want_weights)
@@ -91,8 +77,8 @@ def test_backward_entries_use_the_forwards_coordinates(dtype, sampling_ratio, al
 def test_float32_coordinates_disagree_on_these_boxes(dtype):
     """The test above can fail: in float32 the same boxes sample elsewhere."""
     rois = torch.tensor(ROIS, dtype=dtype)
-    half = _expected(transcription(rois, dtype, 0, True))
-    single = _expected(transcription(rois, torch.float32, 0, True))
+    half = entry_tensors(transcription(rois, dtype, 0, True))
+    single = entry_tensors(transcription(rois, torch.float32, 0, True))
     assert half[0].shape == single[0].shape
     differ = (half[1] - single[1]).abs() > 1e-3
     assert differ.float().mean() > 0.1
@@ -107,7 +93,7 @@ def test_pytorch_forward_samples_where_the_transcription_does(dtype):
     # (4 corners, G points, K*bins) -> (K, bins, G, 4), the transcription's order.
     k, bins = len(ROIS), POOLED[0] * POOLED[1]
     weight = weight.reshape(4, 4, k, bins).permute(2, 3, 1, 0).reshape(-1).float()
-    keys, want, _ = _expected(transcription(rois.cpu(), dtype, 2, True))
+    keys, want, _ = entry_tensors(transcription(rois.cpu(), dtype, 2, True))
     assert torch.equal(weight.cpu(), want)
     index = index.reshape(4, 4, k, bins).permute(2, 3, 1, 0).reshape(-1)
     inside = keys >= 0
