@@ -4,9 +4,8 @@
 #
 # current: torch 2.13 (CPU wheel), numpy 2, triton 3.7.1 -> linked as .venv
 # floor:   torch 2.1.2 (PyPI wheel, runs on CPU), numpy 1.26, triton 2.1.0 -> .venv-floor
-# Both: mmengine 0.10.7, mmcv built from source with its ops (2.1.0 current, 2.0.1
-# floor), mmdet 3.3.0, mmpretrain 1.2.0, mmpose 1.3.2, mmrotate-dev 1.0.1, and mmrepro
-# itself, editable; MMYOLO 0.6.0 on the floor.
+# Both: mmengine 0.10.7, mmcv 2.1.0 built from source with its ops, mmdet 3.3.0, and
+# mmrepro itself, editable; current also: mmpretrain 1.2.0, mmpose 1.3.2, mmrotate-dev 1.0.1.
 # Pins: requirements/stack-<name>.txt (for these environments only).
 #
 # The environments live outside the checkout, in $MMREPRO_ENV_HOME (default
@@ -84,8 +83,6 @@ PY
   #    setup.py needs an older setuptools than torch 2.13 does: the build takes it from a
   #    directory of its own, first on PYTHONPATH for the build only, so the environment's
   #    setuptools never changes (the environment's bin/ gives the build its ninja).
-  #    mmcv 2.0.x compiles its ops as C++14, and torch 2.1's headers need C++17 (mmcv 2.1
-  #    asks for it itself): the compiler the build is given (CXX) asks for C++17 instead.
   if ! satisfied "$(pin mmcv)" || ! "$vpy" -c "import mmcv.ops" 2>/dev/null; then
     local mmcv_wheel="$wheels/mmcv-$(pin mmcv | sed 's/^mmcv==//')-"  # keyed by version
     if ! ls "$mmcv_wheel"*.whl >/dev/null 2>&1; then
@@ -94,14 +91,9 @@ PY
       build_tools=$(mktemp -d)
       "${pip[@]}" install --no-deps --target "$build_tools" \
         -r "$root/requirements/build-mmcv.txt"
-      mkdir -p "$wheels" "$build_tools/bin"
-      printf '#!/bin/sh\n%s\nexec %s "$@"\n' \
-        'for a; do shift; [ "$a" = -std=c++14 ] && a=-std=c++17; set -- "$@" "$a"; done' \
-        "$(command -v "${CXX:-g++}")" > "$build_tools/bin/g++"
-      chmod +x "$build_tools/bin/g++"
-      PYTHONPATH="$build_tools" PATH="$env/bin:$PATH" CXX="$build_tools/bin/g++" \
-        MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-2}" FORCE_CUDA=0 \
-        "${pip[@]}" wheel --no-build-isolation \
+      mkdir -p "$wheels"
+      PYTHONPATH="$build_tools" PATH="$env/bin:$PATH" MMCV_WITH_OPS=1 \
+        MAX_JOBS="${MAX_JOBS:-2}" FORCE_CUDA=0 "${pip[@]}" wheel --no-build-isolation \
         --no-deps --no-cache-dir -w "$wheels" "$(pin mmcv)"
       rm -rf "$build_tools"
     fi
@@ -136,39 +128,38 @@ PY
   satisfied "$(pin triton)" || { echo "[setup:$stack] installing $(pin triton)"; \
     "${pip[@]}" install --no-deps "$(pin triton)"; }
 
-  # 4. The OpenMMLab codebases teams train with, each by its own tools/train.py
-  #    (docs/install.md): mmpretrain, mmpose and mmrotate (mmrotate-dev) on both stacks,
-  #    MMYOLO on the floor only (it refuses mmcv 2.1). First what PyPI serves awkwardly:
+  # 4. The current stack: the OpenMMLab codebases teams train with, each by its own
+  #    tools/train.py (docs/install.md): mmpretrain, mmpose and mmrotate (mmrotate-dev).
+  #    The floor has none yet (MMYOLO needs the floor on mmcv 2.0: docs/install.md).
+  #    First what PyPI serves awkwardly:
   #    - torchvision, the release this torch pins. Its wheel is a CUDA build: beside the
-  #      current stack's CPU torch its C ops do not load, and `import torchvision` then
-  #      fails unless tools/env/torchvision_without_ops.py (copied into site-packages,
-  #      run by a .pth line) defines the two operator schemas its fake kernels need;
+  #      CPU torch its C ops do not load, and `import torchvision` then fails unless
+  #      tools/env/torchvision_without_ops.py (copied into site-packages, run by a .pth
+  #      line) defines the two operator schemas its fake kernels need;
   #    - chumpy (mmpose's): a source distribution whose setup.py imports pip, so it is
   #      built without build isolation;
   #    - xtcocotools (mmpose's): its wheel is built against numpy 1.x and fails to import
-  #      on numpy 2 ("numpy.dtype size changed"): there it is built from its source.
-  local codebases=("$(pin mmpretrain)" "$(pin mmpose)" "$(pin mmrotate-dev)") xtcoco=()
-  [ "$stack" = floor ] && codebases+=("$(pin mmyolo)")
+  #      on numpy 2 ("numpy.dtype size changed"): it is built from its source.
   if [ "$stack" = current ]; then
-    xtcoco=(--no-binary xtcocotools)
     local site hook=$root/tools/env/torchvision_without_ops.py
     site=$(echo "$env"/lib/python3*/site-packages)
     cmp -s "$hook" "$site/_torchvision_without_ops.py" || cp "$hook" \
       "$site/_torchvision_without_ops.py"
     echo 'import _torchvision_without_ops as h; h.install_hook()' \
       > "$site/torchvision_without_ops.pth"
+    satisfied "$(pin torchvision)" || { echo "[setup:$stack] installing $(pin torchvision)"
+      "${pip[@]}" install -c "$pins" "$(pin torchvision)"; }
+    satisfied "$(pin chumpy)" || { echo "[setup:$stack] installing $(pin chumpy)"
+      "${pip[@]}" install --no-build-isolation --no-cache-dir -c "$pins" "$(pin chumpy)"; }
+    satisfied "$(pin xtcocotools)" && "$vpy" -c 'import xtcocotools._mask' 2>/dev/null || {
+      echo "[setup:$stack] installing $(pin xtcocotools) (from its source)"
+      "${pip[@]}" install --force-reinstall --no-deps --no-cache-dir \
+        --no-binary xtcocotools "$(pin xtcocotools)"
+      "${pip[@]}" install -c "$pins" "$(pin xtcocotools)"; }  # its other requirements
+    local codebases=("$(pin mmpretrain)" "$(pin mmpose)" "$(pin mmrotate-dev)")
+    satisfied "${codebases[@]}" || { echo "[setup:$stack] installing ${codebases[*]}"
+      "${pip[@]}" install -c "$pins" "${codebases[@]}"; }
   fi
-  satisfied "$(pin torchvision)" || { echo "[setup:$stack] installing $(pin torchvision)"; \
-    "${pip[@]}" install -c "$pins" "$(pin torchvision)"; }
-  satisfied "$(pin chumpy)" || { echo "[setup:$stack] installing $(pin chumpy)"; \
-    "${pip[@]}" install --no-build-isolation --no-cache-dir -c "$pins" "$(pin chumpy)"; }
-  satisfied "$(pin xtcocotools)" && "$vpy" -c 'import xtcocotools._mask' 2>/dev/null || {
-    echo "[setup:$stack] installing $(pin xtcocotools)${xtcoco:+ (from its source)}"
-    "${pip[@]}" install --force-reinstall --no-deps --no-cache-dir "${xtcoco[@]}" \
-      "$(pin xtcocotools)"
-    "${pip[@]}" install -c "$pins" "$(pin xtcocotools)"; }  # its other requirements
-  satisfied "${codebases[@]}" || { echo "[setup:$stack] installing ${codebases[*]}"; \
-    "${pip[@]}" install -c "$pins" "${codebases[@]}"; }
 
   # 5. mmrepro itself, editable (pip install -e, no dependencies): a script run with this
   #    environment's python from anywhere, a codebase's own tools/train.py included,

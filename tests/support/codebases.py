@@ -1,8 +1,9 @@
 """The OpenMMLab codebases beside MMDetection in the test environments, and tiny configs
 each trains with its own ``tools/train.py`` (the one its package ships in ``.mim``).
 
-``tools/setup_env.sh`` installs mmpretrain, mmpose and mmrotate (``mmrotate-dev``) on both
-stacks and MMYOLO on the floor (docs/install.md). Each config here holds mmrepro's two
+``tools/setup_env.sh`` installs mmpretrain, mmpose and mmrotate (``mmrotate-dev``) on the
+current stack (:func:`stack_codebases`); MMYOLO waits for the floor to move to mmcv 2.0
+(docs/install.md), its config is kept here for then. Each config here holds mmrepro's two
 lines (``custom_imports`` and ``randomness``) and trains one epoch of one iteration (two
 samples, batch size 2, no validation) on data derived from the tiny COCO demo dataset
 (:func:`derive_data`): image folders by class (mmpretrain), DOTA-format text files
@@ -14,7 +15,10 @@ import importlib.util
 import json
 import os
 import os.path as osp
-from typing import Dict, List
+import re
+from typing import Dict, List, Tuple
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 #: The codebases, by package name.
 CODEBASES = ('mmpretrain', 'mmpose', 'mmrotate', 'mmyolo')
@@ -77,12 +81,28 @@ train_pipeline = [
 }
 
 
+def stack_codebases() -> Tuple[str, ...]:
+    """The codebases (package names) the pins of this Python's stack name: the
+    ``requirements/stack-<name>.txt`` whose ``torch==`` is the running torch."""
+    import torch
+    version = torch.__version__.split('+')[0]
+    distributions = {'mmpretrain': 'mmpretrain', 'mmpose': 'mmpose',
+                     'mmrotate': 'mmrotate-dev', 'mmyolo': 'mmyolo'}
+    for name in sorted(os.listdir(osp.join(REPO, 'requirements'))):
+        if name.startswith('stack-'):
+            with open(osp.join(REPO, 'requirements', name)) as f:
+                pins = dict(re.findall(r'^([\w.-]+)==(\S+)', f.read(), re.M))
+            if pins.get('torch') == version:
+                return tuple(c for c in CODEBASES if distributions[c] in pins)
+    return ()
+
+
 def train_script(package: str) -> str:
     """The codebase's own ``tools/train.py``, as its package installs it (``.mim``)."""
     spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
         raise ModuleNotFoundError(f'{package} is not installed (tools/setup_env.sh installs '
-                                  f'it; MMYOLO on the floor stack only)')
+                                  f'it on the current stack)')
     return osp.join(osp.dirname(spec.origin), '.mim', 'tools', 'train.py')
 
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from support.codebases import stack_codebases
 from support.repro_utils import REPO, env_home
 
 #: The distributions that install a ``cv2`` package (one build each; two in one
@@ -52,23 +53,21 @@ def _version(name: str):
 
 
 #: Imports what the codebases' training uses, in a fresh process (run from outside the
-#: checkout, without ``PYTHONPATH``): torchvision (its transforms; ``collect_env`` of every
-#: Runner), each codebase the stack holds (MMYOLO where mmcv is before 2.1), and mmrepro,
-#: the editable install's. Prints one line per codebase and mmrepro's file.
+#: checkout, without ``PYTHONPATH``): torchvision where the stack has codebases (its
+#: transforms; ``collect_env`` of every Runner), each codebase named on the command line,
+#: and mmrepro, the editable install's. Prints one line per codebase and mmrepro's file.
 CODEBASE_PROBE = """
-import importlib, importlib.util, sys
-import mmcv, torch, torchvision
-from torchvision.ops import box_iou
-from mmengine.utils.dl_utils import collect_env
-assert collect_env()['TorchVision'] == torchvision.__version__
-assert box_iou(torch.ones(1, 4), torch.ones(2, 4)).shape == (1, 2)
-names = ['mmpretrain.datasets.transforms', 'mmpose.datasets', 'mmrotate.models', 'mmyolo.models']
-for name in names:
-    package = name.split('.')[0]
-    if package == 'mmyolo' and not mmcv.__version__.startswith('2.0.'):
-        assert importlib.util.find_spec(package) is None, 'MMYOLO 0.6 refuses this mmcv'
-        continue
-    importlib.import_module(name)
+import importlib, sys
+names = {'mmpretrain': 'mmpretrain.datasets.transforms', 'mmpose': 'mmpose.datasets',
+         'mmrotate': 'mmrotate.models', 'mmyolo': 'mmyolo.models'}
+if sys.argv[1:]:
+    import torch, torchvision
+    from torchvision.ops import box_iou
+    from mmengine.utils.dl_utils import collect_env
+    assert collect_env()['TorchVision'] == torchvision.__version__
+    assert box_iou(torch.ones(1, 4), torch.ones(2, 4)).shape == (1, 2)
+for package in sys.argv[1:]:
+    importlib.import_module(names[package])
     print(package, sys.modules[package].__version__)
 import mmrepro
 print(mmrepro.__file__)
@@ -76,20 +75,26 @@ print(mmrepro.__file__)
 
 
 def test_the_codebases_and_an_editable_mmrepro_import_from_anywhere(tmp_path):
+    codebases = stack_codebases()
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
-    proc = subprocess.run([sys.executable, '-c', CODEBASE_PROBE], cwd=str(tmp_path), env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, '-c', CODEBASE_PROBE, *codebases],
+                          cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
-    import mmcv
-    expected = ['mmpretrain 1.2.0', 'mmpose 1.3.2', 'mmrotate 1.0.1']
-    if mmcv.__version__.startswith('2.0.'):
-        expected.append('mmyolo 0.6.0')
-    assert lines[:-1] == expected
+    expected = {'mmpretrain': 'mmpretrain 1.2.0', 'mmpose': 'mmpose 1.3.2',
+                'mmrotate': 'mmrotate 1.0.1', 'mmyolo': 'mmyolo 0.6.0'}
+    assert lines[:-1] == [expected[c] for c in codebases]
     # the checkout that last ran tools/setup_env.sh (this one, or another sharing the env)
     assert lines[-1].endswith(osp.join('', 'mmrepro', '__init__.py'))
     installed = osp.dirname(osp.dirname(lines[-1]))
     assert osp.isfile(osp.join(installed, 'tools', 'setup_env.sh')), installed
+
+
+def test_the_current_stack_has_the_codebases():
+    import torch
+    if torch.__version__.startswith('2.13'):
+        assert stack_codebases() == ('mmpretrain', 'mmpose', 'mmrotate')
 
 
 def test_this_checkouts_mmrepro_comes_first():
