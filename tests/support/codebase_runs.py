@@ -134,7 +134,10 @@ class CodebaseRuns:
         """Run ``name``, resumed from the base run's checkpoint ``source``, restores
         mmrepro's state and ends as the base run did (weights, and the losses of the
         iterations it trains from ``first_iter`` on)."""
-        self.train(name, '--resume', checkpoint(self.train('base'), source))
+        # `--resume` and `load_from`: each script's way to resume from a given checkpoint
+        # (mmrotate's, MMDetection's script, takes no path after --resume)
+        self.train(name, '--resume', '--cfg-options',
+                   f"load_from={checkpoint(self.train('base'), source)}")
         assert RESUMED in self.output(name)
         digest, logged = self.final(name)
         base_digest, base_logged = self.final('base')
