@@ -14,6 +14,11 @@ CPU path (mmcv's and PyTorch's ops). Then, per family:
   CPU path ran none;
 - losses and first-iteration gradients match the CPU path to float rounding (at one
   thread each: the thread count changes CPU rounding).
+
+CI's default run trains one family per kind of kernel: DCN Faster R-CNN (RoIAlign and the
+bilinear primitives of deformable convolution), Deformable DETR (multi-scale deformable
+attention) and RTMDet (the pooling); the other families are the full tier (marker
+``full``), and the workers train only the families the session selected.
 """
 from __future__ import annotations
 
@@ -31,10 +36,14 @@ pytestmark = pytest.mark.slow
 skip_unless_triton_kernels_run()
 
 
-class CudaPathRuns:
-    """Two worker processes training every family through the CUDA path."""
+#: One family per kind of kernel, in CI's default run; the others in the full tier.
+DEFAULT_TIER = ('dcn-faster-rcnn', 'deformable-detr', 'rtmdet')
 
-    def __init__(self, root: str, data_root: str) -> None:
+
+class CudaPathRuns:
+    """Two worker processes training ``families`` through the CUDA path."""
+
+    def __init__(self, root: str, data_root: str, families: list) -> None:
         env = {**os.environ, 'MMREPRO_TRITON_ON_CPU': '1', 'TRITON_INTERPRET': '1',
                'OMP_NUM_THREADS': '1', 'PYTHONPATH': pythonpath(REPO)}
         self.dirs = [osp.join(root, name) for name in ('a', 'b')]
@@ -44,7 +53,7 @@ class CudaPathRuns:
             with open(osp.join(out, 'output.log'), 'w') as log:
                 self.procs.append(subprocess.Popen(
                     [sys.executable, osp.join(REPO, 'tests', 'support', 'cuda_path_training.py'),
-                     data_root, out, mode, *FAMILIES], env=env, cwd=REPO, stdout=log,
+                     data_root, out, mode, *families], env=env, cwd=REPO, stdout=log,
                     stderr=subprocess.STDOUT))
 
     def load(self, family: str) -> list:
@@ -62,8 +71,10 @@ class CudaPathRuns:
 
 
 @pytest.fixture(scope='module')
-def cuda_runs(tmp_path_factory, data_root) -> CudaPathRuns:
-    runs = CudaPathRuns(str(tmp_path_factory.mktemp('cuda-path')), data_root)
+def cuda_runs(request, tmp_path_factory, data_root) -> CudaPathRuns:
+    families = [item.callspec.params['family'] for item in request.session.items
+                if item.originalname == TEST_NAME]  # the selected ones (-m, -k)
+    runs = CudaPathRuns(str(tmp_path_factory.mktemp('cuda-path')), data_root, families)
     yield runs
     for proc in runs.procs:
         proc.kill()
@@ -75,7 +86,12 @@ def _assert_identical(a: dict, b: dict) -> None:
     assert a['state'] == b['state']
 
 
-@pytest.mark.parametrize('family', list(FAMILIES))
+TEST_NAME = 'test_cuda_path_trains_bit_exactly_and_matches_the_cpu_path'
+
+
+@pytest.mark.parametrize('family', [
+    family if family in DEFAULT_TIER else pytest.param(family, marks=pytest.mark.full)
+    for family in FAMILIES])
 def test_cuda_path_trains_bit_exactly_and_matches_the_cpu_path(family, data_root, cuda_runs,
                                                                 monkeypatch):
     from mmrepro.ops import routing

@@ -92,7 +92,10 @@ def test_kill_one_rank_then_resume_is_exact(dist_runs, tmp_path):
     assert probes(work_dir) == probes(base)
 
 
+@pytest.mark.full
 def test_no_seed_both_ranks_share_the_drawn_seed(dist_runs):
+    """Full tier: a second proof of the seed broadcast that
+    ``tests/unit/rng/test_seeding_distributed.py`` proves on two gloo processes."""
     work_dir = dist_runs.get('noseed', extra=NO_SEED, max_epochs=1)
     (s0, d0), (s1, d1) = probes(work_dir)
     assert s0 == s1 and d0 == d1
@@ -100,7 +103,10 @@ def test_no_seed_both_ranks_share_the_drawn_seed(dist_runs):
     assert probes(again) == probes(work_dir)
 
 
+@pytest.mark.full
 def test_diff_rank_seed_per_rank_streams_still_reproducible(dist_runs):
+    """Full tier: a second proof of the rank offset that
+    ``tests/unit/rng/test_seeding_distributed.py`` proves on two gloo processes."""
     a = dist_runs.get('diffrank', '--diff-rank-seed', max_epochs=1)
     b = dist_runs.get('diffrank-rerun', '--diff-rank-seed', max_epochs=1)
     (s0, d0), (s1, d1) = probes(a)

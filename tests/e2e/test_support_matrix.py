@@ -3,7 +3,11 @@
 Session-scoped calls of :func:`run_family_checks` run ``check_repro`` on all twelve zoo
 configs (two runs each through ``tools/train.py``, two families at a time; RTMDet and
 YOLOX once, with the num_workers and mid-epoch resume checks as well); the per-family
-tests read their results.
+tests read their results. That sweep is the full tier (marker ``full``): it measures the
+matrix, whose claims CI's default run proves once each elsewhere (rerun, ``num_workers``
+and mid-epoch resume on RetinaNet and Faster R-CNN, Mosaic and MixUp across workers in
+``test_data_randomness.py``, EMA and the pipeline switch across a resume in
+``test_resume.py``). The tool itself, writing a table, runs in the default tier.
 """
 from __future__ import annotations
 
@@ -59,6 +63,7 @@ def zoo_results(tmp_path_factory, data_root, mixing_results):
 
 
 @pytest.mark.slow
+@pytest.mark.full
 @pytest.mark.parametrize('family', ['rtmdet', 'yolox'])
 def test_mosaic_families_are_exact_across_workers_and_mid_epoch_resume(family,
                                                                        mixing_results):
@@ -69,6 +74,7 @@ def test_mosaic_families_are_exact_across_workers_and_mid_epoch_resume(family,
 
 
 @pytest.mark.slow
+@pytest.mark.full
 @pytest.mark.parametrize('family', sm.FAMILIES)
 def test_family_trains_bit_exactly_on_cpu(family, zoo_results):
     result = zoo_results[family]
@@ -80,6 +86,7 @@ def test_family_trains_bit_exactly_on_cpu(family, zoo_results):
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_table_rows(zoo_results):
     table = sm.format_table([zoo_results['rtmdet'], zoo_results['mask2former']]).splitlines()
     assert table[0].startswith('| family | mmdet 3.3 config | rerun | num_workers | '

@@ -9,7 +9,6 @@ runs, :func:`_build_cache`) already holds them.
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import os.path as osp
@@ -33,20 +32,17 @@ def _build_cache() -> str:
     """Triton's build cache for this tier, kept between test runs (as Triton keeps its
     own in ``~/.triton/cache``) beside the test environments.
 
-    Triton finds a build there only under a key of the kernel's source, its
-    specialisation, the target, the options and the compiler's own version, so a hit is
-    the build Triton would make. The folder is named after Triton's version and mmrepro's
-    op sources; folders of other sources are removed (a build set is about 200 MB).
+    Triton finds a build there only under a key of the kernel's source (its dependencies
+    included), its specialisation, the target, the options and the compiler's own
+    version, so a hit is the build Triton would make, and a kernel whose source changed
+    is built again while the others still hit. The folder is named after Triton's
+    version (each stack's its own; a build set is about 200 MB); folders of the older
+    naming, by mmrepro's op sources, are removed.
     """
     import triton
-    digest = hashlib.sha256(triton.__version__.encode())
-    for path in sorted(glob.glob(osp.join(REPO, 'mmrepro', 'ops', '**', '*.py'),
-                                 recursive=True)):
-        with open(path, 'rb') as f:
-            digest.update(path[len(REPO):].encode() + f.read())
-    parent, name = osp.join(env_home(), 'triton-aot'), digest.hexdigest()[:16]
+    parent, name = osp.join(env_home(), 'triton-aot'), f'triton-{triton.__version__}'
     for old in glob.glob(osp.join(parent, '*')):
-        if osp.basename(old) != name:
+        if not osp.basename(old).startswith('triton-'):
             shutil.rmtree(old, ignore_errors=True)
     return osp.join(parent, name)
 
