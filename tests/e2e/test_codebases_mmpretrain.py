@@ -1,19 +1,13 @@
 """mmpretrain through its own ``tools/train.py`` with mmrepro's two config lines: a
 narrow ResNet-18 with RandAugment, RandomErasing (workers) and Mixup/CutMix batch
 augments (the main process), DefaultSampler (:mod:`support.codebases`).
-
-Default tier: a rerun and a mid-epoch resume, bitwise; full tier: ``num_workers``,
-epoch resume, 2 ranks, ``mmrepro-check``, ``mmrepro-diff`` (:mod:`support.codebase_checks`).
 """
-from __future__ import annotations
-
 import pytest
 from support.codebase_checks import *  # noqa: F403 (the tests, and their runs fixture)
-from support.codebase_runs import CodebaseRuns, skip_unless_installed
+from support.codebase_runs import CodebaseRuns, codebase_marks
 
 MODEL = 'resnet'
-skip_unless_installed(MODEL)
-pytestmark = pytest.mark.slow
+pytestmark = codebase_marks(MODEL)
 
 
 @pytest.mark.full

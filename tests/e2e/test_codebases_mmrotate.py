@@ -1,19 +1,13 @@
 """mmrotate through its own ``tools/train.py`` with mmrepro's two config lines: a narrow
 Rotated RetinaNet R18-FPN (le90) on DOTA-format quadrilaterals generated from the demo's
 boxes, with random flips (:mod:`support.codebases`).
-
-Default tier: a rerun and a mid-epoch resume, bitwise; full tier: ``num_workers``,
-epoch resume, 2 ranks, ``mmrepro-check``, ``mmrepro-diff`` (:mod:`support.codebase_checks`).
 """
-from __future__ import annotations
-
 import pytest
 from support.codebase_checks import *  # noqa: F403 (the tests, and their runs fixture)
-from support.codebase_runs import CodebaseRuns, skip_unless_installed
+from support.codebase_runs import CodebaseRuns, codebase_marks
 
 MODEL = 'rotated_retinanet'
-skip_unless_installed(MODEL)
-pytestmark = pytest.mark.slow
+pytestmark = codebase_marks(MODEL)
 
 
 @pytest.mark.full

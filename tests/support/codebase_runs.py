@@ -45,12 +45,14 @@ EPOCH_CHECKPOINT, MID_CHECKPOINT = 'epoch_1.pth', f'iter_{MID}.pth'
 RESUMED = 'mmrepro: resumed RNG states and data position'
 
 
-def skip_unless_installed(model: str) -> None:
-    """Skip the calling module where this stack has no ``model``'s codebase."""
+def codebase_marks(model: str) -> pytest.MarkDecorator:
+    """A codebase test module's ``pytestmark`` (``slow``); skips the module where this
+    stack has no ``model``'s codebase."""
     codebase = CONFIGS[model][0]
     if codebase not in stack_codebases():
         pytest.skip(f'{codebase} is not in this stack (tools/setup_env.sh installs the '
                     f'codebases on the current stack: docs/install.md)', allow_module_level=True)
+    return pytest.mark.slow
 
 
 def _env() -> Dict[str, str]:
