@@ -7,12 +7,17 @@ Default tier (CI, about 70 s a codebase): a rerun and a mid-epoch resume end wit
 base run's weights and losses, byte for byte. The full tier (marker ``full``) adds the
 second proofs, each another run or two (~20 s each, mostly start-up) beyond CI's budget:
 ``num_workers`` 0 against 2, a resume from an epoch's checkpoint, 2 ranks rerun, and
-``mmrepro-check`` and ``mmrepro-diff`` on the model's runs.
+``mmrepro-check``, ``mmrepro-diff`` and ``mmrepro-test`` on the model's runs.
 """
 from __future__ import annotations
 
+import glob
+import json
+import os.path as osp
+
 import pytest
 
+from mmrepro.record.run_record import TEST_RECORD_NAME
 from support.codebase_runs import (
     EPOCH_CHECKPOINT,
     ITERS,
@@ -26,7 +31,7 @@ from support.repro_utils import checkpoint, state_digest
 __all__ = ['runs', 'test_rerun_is_byte_identical', 'test_mid_epoch_resume_is_byte_identical',
            'test_num_workers_0_is_byte_identical', 'test_epoch_resume_is_byte_identical',
            'test_two_ranks_rerun_is_byte_identical', 'test_check_repro_passes',
-           'test_diff_finds_the_rerun_identical']
+           'test_diff_finds_the_rerun_identical', 'test_mmrepro_test_repeats_its_predictions']
 
 
 @pytest.fixture(scope='module')
@@ -80,3 +85,21 @@ def test_diff_finds_the_rerun_identical(runs: CodebaseRuns):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert 'weights: identical' in proc.stdout
     assert '\nverdict: bit-identical' in proc.stdout
+
+
+@pytest.mark.full
+def test_mmrepro_test_repeats_its_predictions(runs: CodebaseRuns):
+    """mmrepro-test on the base run's final checkpoint, twice, with the codebase's own
+    metric: the same metrics and the same digest of every image's predictions."""
+    config, weights = runs.config(test=True), checkpoint(runs.train('base'))
+    evaluations = []
+    for k in (1, 2):
+        work_dir = f'{runs.root}/test{k}'
+        proc = run_tool('test', config, weights, '--work-dir', work_dir)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        (record, ) = glob.glob(osp.join(work_dir, '*', TEST_RECORD_NAME))
+        with open(record) as f:
+            evaluations.append([(e['metrics'], e['predictions_sha256'])
+                                for e in json.load(f)['evaluation']])
+    assert len(evaluations[0]) == 1 and evaluations[0][0][1]
+    assert evaluations[0] == evaluations[1]

@@ -71,11 +71,12 @@ class CodebaseRuns:
         derive_data(coco, self.data)
         self.dirs: Dict[str, str] = {}
 
-    def config(self, num_workers: int = 2) -> str:
-        """The model's config loading with ``num_workers``."""
-        return write_config(self.model, self.coco, self.data,
-                            osp.join(self.root, f'{self.model}_w{num_workers}.py'), num_workers,
-                            self.extra)
+    def config(self, num_workers: int = 2, test: bool = False) -> str:
+        """The model's config loading with ``num_workers``; ``test``: with its test
+        loader and evaluator."""
+        name = f'{self.model}_w{num_workers}{"_test" if test else ""}.py'
+        return write_config(self.model, self.coco, self.data, osp.join(self.root, name),
+                            num_workers, self.extra, test)
 
     def train(self, name: str, *args: str, num_workers: int = 2) -> str:
         """The work dir of run ``name`` (trained now if it is new): the codebase's

@@ -117,6 +117,39 @@ train_pipeline = [
 """, "data_root='{coco}/', ann_file='annotations/train.json', data_prefix=dict(img='images/'), "
                f"metainfo=dict(classes={CLASSES!r}), pipeline=train_pipeline", ''),
 }
+#: Each test model's test loader and evaluator, for ``mmrepro-test`` on its checkpoints:
+#: the training samples, without random transforms (keys as in :data:`CONFIGS`).
+TESTS = {
+    'resnet': """test_dataloader = dict(
+    batch_size=2, num_workers=0, sampler=dict(type='DefaultSampler', shuffle=False),
+    dataset=dict(type='CustomDataset', data_root='{data}', data_prefix='cls', pipeline=[
+        dict(type='LoadImageFromFile'), dict(type='Resize', scale=(32, 32)),
+        dict(type='PackInputs')]))
+test_evaluator = dict(type='Accuracy', topk=(1, ))
+""",
+    'topdown_heatmap': """test_dataloader = dict(
+    batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(data_root='', ann_file='{data}/keypoints/train.json', bbox_file=None,
+                 data_prefix=dict(img='{coco}/images/'), pipeline=[
+                     dict(type='LoadImage'), dict(type='GetBBoxCenterScale'),
+                     dict(type='TopdownAffine', input_size=codec['input_size']),
+                     dict(type='PackPoseInputs')]))
+test_evaluator = dict(type='CocoMetric', ann_file='{data}/keypoints/train.json')
+""",
+    'rotated_retinanet': f"""test_dataloader = dict(
+    batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(data_root='{{data}}/dota/', ann_file='annfiles/',
+                 data_prefix=dict(img_path='images/'), metainfo=dict(classes={CLASSES!r}),
+                 test_mode=True, pipeline=[
+                     dict(type='mmdet.LoadImageFromFile'),
+                     dict(type='mmdet.Resize', scale=(128, 128), keep_ratio=True),
+                     dict(type='mmdet.LoadAnnotations', with_bbox=True, box_type='qbox'),
+                     dict(type='ConvertBoxType', box_type_mapping=dict(gt_bboxes='rbox')),
+                     dict(type='mmdet.PackDetInputs', meta_keys=(
+                         'img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor'))]))
+test_evaluator = dict(type='DOTAMetric', metric='mAP')
+""",
+}
 #: The test runs' schedule: ``SAMPLES`` training samples in batches of 2 (4 iterations
 #: an epoch), ``EPOCHS`` epochs, no validation or test; checkpoints at every epoch and
 #: at iteration ``MID`` (batch 2 of epoch 2), losses logged every iteration.
@@ -124,8 +157,8 @@ SAMPLES, EPOCHS, MID = 8, 2, 6
 _SCHEDULE = f"""train_cfg = dict(max_epochs={EPOCHS}, val_interval=1)
 default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, save_best=None),
                      logger=dict(type='LoggerHook', interval=1))
-""" + ''.join(f'{split}_{key} = None\n' for split in ('val', 'test')
-              for key in ('dataloader', 'cfg', 'evaluator'))
+""" + ''.join(f'val_{key} = None\n' for key in ('dataloader', 'cfg', 'evaluator'))
+_NO_TEST = ''.join(f'test_{key} = None\n' for key in ('dataloader', 'cfg', 'evaluator'))
 
 
 def stack_codebases() -> Tuple[str, ...]:
@@ -154,14 +187,20 @@ def train_script(package: str) -> str:
 
 
 def write_config(model: str, coco: str, data: str, path: str, num_workers: int = 2,
-                 extra: str = '') -> str:
+                 extra: str = '', test: bool = False) -> str:
     """Write test model ``model``'s config (:data:`CONFIGS`, the schedule of
     :data:`SAMPLES`, :data:`EPOCHS` and :data:`MID`, and :data:`TWO_LINES`) to ``path``,
     over the demo dataset at ``coco`` and the data :func:`derive_data` wrote to
     ``data``, loading with ``num_workers`` (persistent); ``extra`` is added last.
-    Returns ``path``."""
+    ``test``: with the model's test loader and evaluator (:data:`TESTS`). Returns
+    ``path``."""
     _, bases, lines, dataset, hooks = CONFIGS[model]
-    dataset = dataset.replace('{data}', osp.abspath(data)).replace('{coco}', osp.abspath(coco))
+    tested = TESTS[model] + 'test_cfg = dict(type="TestLoop")\n' if test else _NO_TEST
+
+    def paths(text: str) -> str:
+        return text.replace('{data}', osp.abspath(data)).replace('{coco}', osp.abspath(coco))
+
+    dataset, tested = paths(dataset), paths(tested)
     loader = (f"train_dataloader = dict(batch_size=2, num_workers={num_workers}, "
               f"persistent_workers={num_workers > 0},\n"
               f"                        sampler=dict(type='DefaultSampler', shuffle=True),\n"
@@ -170,7 +209,7 @@ def write_config(model: str, coco: str, data: str, path: str, num_workers: int =
            f"interval={MID}, save_last=False)]\n")
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
     with open(path, 'w') as f:
-        f.write(f'_base_ = {bases!r}\n{lines}{loader}{_SCHEDULE}{mid}{TWO_LINES}{extra}')
+        f.write(f'_base_ = {bases!r}\n{lines}{loader}{_SCHEDULE}{tested}{mid}{TWO_LINES}{extra}')
     return path
 
 
