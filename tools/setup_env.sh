@@ -5,7 +5,7 @@
 # current: torch 2.13 (CPU wheel), numpy 2, triton 3.7.1 -> linked as .venv
 # floor:   torch 2.1.2 (PyPI wheel, runs on CPU), numpy 1.26, triton 2.1.0 -> .venv-floor
 # Both: mmengine 0.10.7, mmcv 2.1.0 built from source with its ops, mmdet 3.3.0, and
-# mmrepro itself, editable; current also: mmpretrain 1.2.0, mmpose 1.3.2, mmrotate-dev 1.0.1.
+# mmrepro itself, linked from the checkout; current also: mmpretrain 1.2.0, mmpose 1.3.2, mmrotate-dev 1.0.1.
 # Pins: requirements/stack-<name>.txt (for these environments only).
 #
 # The environments live outside the checkout, in $MMREPRO_ENV_HOME (default
@@ -161,19 +161,37 @@ PY
       "${pip[@]}" install -c "$pins" "${codebases[@]}"; }
   fi
 
-  # 5. mmrepro itself, editable (pip install -e, no dependencies): a script run with this
-  #    environment's python from anywhere, a codebase's own tools/train.py included,
-  #    imports it (its config's custom_imports). Checkouts share the environment: it
-  #    holds the one that last ran this script, as the console scripts do. A checkout's
-  #    own tests and tools import that checkout: on sys.path, it comes before the finder
-  #    of the editable install. tests/e2e/test_install.py installs mmrepro's wheel into
-  #    an environment of its own.
-  local installed
-  installed=$(cd / && env -u PYTHONPATH "$vpy" -c 'import importlib.util as u
-s = u.find_spec("mmrepro"); print(s.origin if s else "")' 2>/dev/null || true)
-  [ "$installed" = "$root/mmrepro/__init__.py" ] || {
-    echo "[setup:$stack] installing mmrepro from $root (editable)"
-    "${pip[@]}" install --no-deps --no-build-isolation -e "$root"; }
+  # 5. mmrepro itself, from this checkout: a script run with this environment's python
+  #    from anywhere, a codebase's own tools/train.py included, imports it (its config's
+  #    custom_imports). A link to the checkout's package in site-packages, and the .pth
+  #    line mmrepro's wheel installs (mmrepro/configs.py: `mmrepro::` config paths
+  #    resolve before custom_imports runs). Not `pip install -e`: MMEngine looks for an
+  #    installed distribution's `package::` configs in site-packages, beside its
+  #    metadata, where an editable install has no files, so `mmrepro::` paths fail.
+  #    Checkouts share the environment: it holds the one that last ran this script, as
+  #    the console scripts do. A checkout's own tests and tools import that checkout
+  #    (first on sys.path). tests/e2e/test_install.py installs mmrepro's wheel into an
+  #    environment of its own.
+  local site_dir
+  site_dir=$(echo "$env"/lib/python3*/site-packages)
+  if "$vpy" -m pip --disable-pip-version-check show -q mmrepro >/dev/null 2>&1; then
+    echo "[setup:$stack] removing the installed mmrepro distribution (the checkout is linked)"
+    "${pip[@]}" uninstall -y mmrepro
+  fi
+  [ "$(readlink "$site_dir/mmrepro" || true)" = "$root/mmrepro" ] || {
+    echo "[setup:$stack] linking mmrepro from $root"
+    ln -sfn "$root/mmrepro" "$site_dir/mmrepro"; }
+  "$vpy" - "$root/mmrepro/configs.py" "$site_dir" <<'PY'
+import importlib.util, os, sys
+spec = importlib.util.spec_from_file_location('_mmrepro_configs', sys.argv[1])
+configs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(configs)
+path = os.path.join(sys.argv[2], configs.PTH_NAME)
+line = configs.PTH_LINE + '\n'
+if not os.path.isfile(path) or open(path).read() != line:
+    with open(path, 'w') as f:
+        f.write(line)
+PY
   write_console_scripts "$env"
 
   # 6. Every installed requirement met (tests/unit/test_environment.py holds it too).
@@ -189,7 +207,7 @@ s = u.find_spec("mmrepro"); print(s.origin if s else "")' 2>/dev/null || true)
 
 # README's console scripts (setup.cfg's), running this checkout's mmrepro through
 # PYTHONPATH (first, whatever else is on sys.path); a checkout that runs this script
-# takes them over, as it does the editable install (step 5), whose scripts these replace.
+# takes them over, as it does the link to mmrepro (step 5).
 write_console_scripts() {
   local env=$1 name target
   while read -r name target; do

@@ -3,8 +3,8 @@
 The "user environment" is a new virtual environment that sees this stack's packages
 (torch, mmcv, mmdet, mmengine, numpy) through a ``.pth`` file, so pip's resolver
 treats them as installed and anything it changed would land in the new environment
-only. It sees all of them but mmrepro (tools/setup_env.sh installs the checkout
-editable): before the install, mmrepro is not there. Everything then runs from outside
+only. It sees all of them but mmrepro (tools/setup_env.sh links the checkout's):
+before the install, mmrepro is not there. Everything then runs from outside
 the checkout.
 
 The "old environment" is one more: a team's MMEngine and MMDetection of an older
@@ -63,8 +63,9 @@ def _kept_versions(user_python: str, cwd: str) -> dict:
 
 
 def _is_mmrepro(name: str) -> bool:
-    """Whether a site-packages entry is mmrepro's: its package, metadata, ``.pth`` file,
-    or the finder and ``.pth`` file of an editable install."""
+    """Whether a site-packages entry is mmrepro's: its package (or the link to a
+    checkout's), metadata, ``.pth`` file, or the finder and ``.pth`` file of an editable
+    install."""
     return re.match(r'(__editable__[._]+)?mmrepro([-_.]|$)', name) is not None
 
 

@@ -1,6 +1,6 @@
 """The environment the tests run in, as tools/setup_env.sh makes it: pip finds nothing
 broken, one OpenCV distribution provides ``cv2``, and the OpenMMLab codebases and
-mmrepro (editable) import from anywhere.
+mmrepro (linked from a checkout) import from anywhere, ``mmrepro::`` configs resolving.
 
 A requirement left unmet (torch's setuptools, albumentations' OpenCV) makes every later
 ``pip install`` into the environment resolve it again: offline, installing mmrepro
@@ -55,7 +55,9 @@ def _version(name: str):
 #: Imports what the codebases' training uses, in a fresh process (run from outside the
 #: checkout, without ``PYTHONPATH``): torchvision where the stack has codebases (its
 #: transforms; ``collect_env`` of every Runner), each codebase named on the command line,
-#: and mmrepro, the editable install's. Prints one line per codebase and mmrepro's file.
+#: and mmrepro, the linked checkout's, whose ``mmrepro::`` configs a config file inherits
+#: before mmrepro is imported (the ``.pth`` line). Prints one line per codebase and
+#: mmrepro's file.
 CODEBASE_PROBE = """
 import importlib, sys
 names = {'mmpretrain': 'mmpretrain.datasets.transforms', 'mmpose': 'mmpose.datasets',
@@ -69,12 +71,15 @@ if sys.argv[1:]:
 for package in sys.argv[1:]:
     importlib.import_module(names[package])
     print(package, sys.modules[package].__version__)
+from mmengine.config import Config
+open('cfg.py', 'w').write("_base_ = ['mmrepro::_base_/repro_runtime.py']")
+assert Config.fromfile('cfg.py').randomness == dict(seed=0, deterministic=True)
 import mmrepro
 print(mmrepro.__file__)
 """
 
 
-def test_the_codebases_and_an_editable_mmrepro_import_from_anywhere(tmp_path):
+def test_the_codebases_and_a_linked_mmrepro_import_from_anywhere(tmp_path):
     codebases = stack_codebases()
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
     proc = subprocess.run([sys.executable, '-c', CODEBASE_PROBE, *codebases],
@@ -87,7 +92,7 @@ def test_the_codebases_and_an_editable_mmrepro_import_from_anywhere(tmp_path):
     assert lines[:-1] == [expected[c] for c in codebases]
     # the checkout that last ran tools/setup_env.sh (this one, or another sharing the env)
     assert lines[-1].endswith(osp.join('', 'mmrepro', '__init__.py'))
-    installed = osp.dirname(osp.dirname(lines[-1]))
+    installed = osp.dirname(osp.dirname(osp.realpath(lines[-1])))
     assert osp.isfile(osp.join(installed, 'tools', 'setup_env.sh')), installed
 
 
