@@ -3,11 +3,12 @@ module names its test model (``MODEL``, a key of :data:`support.codebases.CONFIG
 imports these tests and their module-scoped ``runs`` fixture, which trains the model's
 base run once per module (:class:`support.codebase_runs.CodebaseRuns`).
 
-Default tier (CI, about 70 s a codebase): a rerun and a mid-epoch resume end with the
-base run's weights and losses, byte for byte. The full tier (marker ``full``) adds the
-second proofs, each another run or two (~20 s each, mostly start-up) beyond CI's budget:
-``num_workers`` 0 against 2, a resume from an epoch's checkpoint, 2 ranks rerun, and
-``mmrepro-check``, ``mmrepro-diff`` and ``mmrepro-test`` on the model's runs.
+Default tier (CI; 30-50 s a codebase on 2 idle cores, 65-80 s on busy ones): a rerun and
+a mid-epoch resume end with the base run's weights and losses, byte for byte. The full
+tier (marker ``full``) adds the second proofs, each another run or two (~20 s each,
+mostly start-up) beyond CI's budget: ``num_workers`` 0 against 2, a resume from an
+epoch's checkpoint, 2 ranks rerun, and ``mmrepro-check``, ``mmrepro-diff`` and
+``mmrepro-test`` on the model's runs.
 """
 from __future__ import annotations
 
