@@ -4,7 +4,8 @@
 #
 # current: torch 2.13 (CPU wheel), numpy 2, triton 3.7.1 -> linked as .venv
 # floor:   torch 2.1.2 (PyPI wheel, runs on CPU), numpy 1.26, triton 2.1.0 -> .venv-floor
-# Both: mmengine 0.10.7, mmcv 2.1.0 built from source with its ops, mmdet 3.3.0.
+# Both: mmengine 0.10.7, mmcv 2.1.0 built from source with its ops, mmdet 3.3.0, and
+# mmrepro itself, linked from the checkout; current also: mmpretrain 1.2.0, mmpose 1.3.2, mmrotate-dev 1.0.1.
 # Pins: requirements/stack-<name>.txt (for these environments only).
 #
 # The environments live outside the checkout, in $MMREPRO_ENV_HOME (default
@@ -77,12 +78,14 @@ PY
   satisfied "$(pin setuptools)" wheel ninja || "${pip[@]}" install -c "$pins" \
     "$(pin setuptools)" wheel ninja
 
-  # 2. mmcv with its C++ ops, built against this stack's torch, once per stack. Its
+  # 2. mmcv with its C++ ops, built against this stack's torch, once per stack and mmcv
+  #    version (the wheel's name holds it: a new pin is never served an old wheel). Its
   #    setup.py needs an older setuptools than torch 2.13 does: the build takes it from a
   #    directory of its own, first on PYTHONPATH for the build only, so the environment's
   #    setuptools never changes (the environment's bin/ gives the build its ninja).
   if ! satisfied "$(pin mmcv)" || ! "$vpy" -c "import mmcv.ops" 2>/dev/null; then
-    if ! ls "$wheels"/mmcv-*.whl >/dev/null 2>&1; then
+    local mmcv_wheel="$wheels/mmcv-$(pin mmcv | sed 's/^mmcv==//')-"  # keyed by version
+    if ! ls "$mmcv_wheel"*.whl >/dev/null 2>&1; then
       echo "[setup:$stack] building $(pin mmcv) with ops (first time: ~11 min on 2 cores)"
       local build_tools
       build_tools=$(mktemp -d)
@@ -94,7 +97,7 @@ PY
         --no-deps --no-cache-dir -w "$wheels" "$(pin mmcv)"
       rm -rf "$build_tools"
     fi
-    "${pip[@]}" install -c "$pins" "$wheels"/mmcv-*.whl
+    "${pip[@]}" install -c "$pins" "$mmcv_wheel"*.whl
   fi
 
   # 3. mmdet, test tools; the current stack also tests MMSegmentation.
@@ -125,16 +128,73 @@ PY
   satisfied "$(pin triton)" || { echo "[setup:$stack] installing $(pin triton)"; \
     "${pip[@]}" install --no-deps "$(pin triton)"; }
 
-  # 4. No mmrepro in the environment: the tests and tools use this checkout (its
-  #    configs resolve through mmrepro/.mim/configs), and tests/e2e/test_install.py
-  #    installs the wheel into an environment of its own.
-  if satisfied mmrepro; then
-    echo "[setup:$stack] removing the installed mmrepro (the checkout is used)"
+  # 4. The current stack: the OpenMMLab codebases teams train with, each by its own
+  #    tools/train.py (docs/install.md): mmpretrain, mmpose and mmrotate (mmrotate-dev).
+  #    The floor has none yet (MMYOLO needs the floor on mmcv 2.0: docs/install.md).
+  #    First what PyPI serves awkwardly:
+  #    - torchvision, the release this torch pins. Its wheel is a CUDA build: beside the
+  #      CPU torch its C ops do not load, and `import torchvision` then fails unless
+  #      tools/env/torchvision_without_ops.py (copied into site-packages, run by a .pth
+  #      line) defines the two operator schemas its fake kernels need;
+  #    - chumpy (mmpose's): a source distribution whose setup.py imports pip, so it is
+  #      built without build isolation;
+  #    - xtcocotools (mmpose's): its wheel is built against numpy 1.x and fails to import
+  #      on numpy 2 ("numpy.dtype size changed"): it is built from its source.
+  if [ "$stack" = current ]; then
+    local site hook=$root/tools/env/torchvision_without_ops.py
+    site=$(echo "$env"/lib/python3*/site-packages)
+    cmp -s "$hook" "$site/_torchvision_without_ops.py" || cp "$hook" \
+      "$site/_torchvision_without_ops.py"
+    echo 'import _torchvision_without_ops as h; h.install_hook()' \
+      > "$site/torchvision_without_ops.pth"
+    satisfied "$(pin torchvision)" || { echo "[setup:$stack] installing $(pin torchvision)"
+      "${pip[@]}" install -c "$pins" "$(pin torchvision)"; }
+    satisfied "$(pin chumpy)" || { echo "[setup:$stack] installing $(pin chumpy)"
+      "${pip[@]}" install --no-build-isolation --no-cache-dir -c "$pins" "$(pin chumpy)"; }
+    satisfied "$(pin xtcocotools)" && "$vpy" -c 'import xtcocotools._mask' 2>/dev/null || {
+      echo "[setup:$stack] installing $(pin xtcocotools) (from its source)"
+      "${pip[@]}" install --force-reinstall --no-deps --no-cache-dir \
+        --no-binary xtcocotools "$(pin xtcocotools)"
+      "${pip[@]}" install -c "$pins" "$(pin xtcocotools)"; }  # its other requirements
+    local codebases=("$(pin mmpretrain)" "$(pin mmpose)" "$(pin mmrotate-dev)")
+    satisfied "${codebases[@]}" || { echo "[setup:$stack] installing ${codebases[*]}"
+      "${pip[@]}" install -c "$pins" "${codebases[@]}"; }
+  fi
+
+  # 5. mmrepro itself, from this checkout: a script run with this environment's python
+  #    from anywhere, a codebase's own tools/train.py included, imports it (its config's
+  #    custom_imports). A link to the checkout's package in site-packages, and the .pth
+  #    line mmrepro's wheel installs (mmrepro/configs.py: `mmrepro::` config paths
+  #    resolve before custom_imports runs). Not `pip install -e`: MMEngine looks for an
+  #    installed distribution's `package::` configs in site-packages, beside its
+  #    metadata, where an editable install has no files, so `mmrepro::` paths fail.
+  #    Checkouts share the environment: it holds the one that last ran this script, as
+  #    the console scripts do. A checkout's own tests and tools import that checkout
+  #    (first on sys.path). tests/e2e/test_install.py installs mmrepro's wheel into an
+  #    environment of its own.
+  local site_dir
+  site_dir=$(echo "$env"/lib/python3*/site-packages)
+  if "$vpy" -m pip --disable-pip-version-check show -q mmrepro >/dev/null 2>&1; then
+    echo "[setup:$stack] removing the installed mmrepro distribution (the checkout is linked)"
     "${pip[@]}" uninstall -y mmrepro
   fi
+  [ "$(readlink "$site_dir/mmrepro" || true)" = "$root/mmrepro" ] || {
+    echo "[setup:$stack] linking mmrepro from $root"
+    ln -sfn "$root/mmrepro" "$site_dir/mmrepro"; }
+  "$vpy" - "$root/mmrepro/configs.py" "$site_dir" <<'PY'
+import importlib.util, os, sys
+spec = importlib.util.spec_from_file_location('_mmrepro_configs', sys.argv[1])
+configs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(configs)
+path = os.path.join(sys.argv[2], configs.PTH_NAME)
+line = configs.PTH_LINE + '\n'
+if not os.path.isfile(path) or open(path).read() != line:
+    with open(path, 'w') as f:
+        f.write(line)
+PY
   write_console_scripts "$env"
 
-  # 5. Every installed requirement met (tests/unit/test_environment.py holds it too).
+  # 6. Every installed requirement met (tests/unit/test_environment.py holds it too).
   local check
   if ! check=$("$vpy" -m pip --disable-pip-version-check check 2>&1); then
     echo "$check" | sed "s/^/[setup:$stack] pip check: /" >&2
@@ -146,8 +206,8 @@ PY
 }
 
 # README's console scripts (setup.cfg's), running this checkout's mmrepro through
-# PYTHONPATH: the environment gets no mmrepro distribution (see step 4), and a checkout
-# that runs this script takes the scripts over.
+# PYTHONPATH (first, whatever else is on sys.path); a checkout that runs this script
+# takes them over, as it does the link to mmrepro (step 5).
 write_console_scripts() {
   local env=$1 name target
   while read -r name target; do

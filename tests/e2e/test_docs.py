@@ -10,7 +10,8 @@ from support.doc_examples import blocks, check_command, check_inline, inline_com
 from support.repro_utils import REPO
 
 PAGES = [osp.join(REPO, 'README.md'), *sorted(glob.glob(osp.join(REPO, 'docs', '*.md')))]
-SCRIPTS = sorted(glob.glob(osp.join(REPO, 'tools', '*')))
+SCRIPTS = sorted(path for path in glob.glob(osp.join(REPO, 'tools', '**', '*'), recursive=True)
+                 if osp.isfile(path))
 #: Code, configs and measurements: they speak of the software only, like the pages.
 SOURCES = sorted(path for pattern in ('mmrepro/**/*.py', 'configs/**/*.py', 'benchmarks/**/*',
                                       'tests/**/*.py')

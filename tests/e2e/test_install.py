@@ -3,7 +3,9 @@
 The "user environment" is a new virtual environment that sees this stack's packages
 (torch, mmcv, mmdet, mmengine, numpy) through a ``.pth`` file, so pip's resolver
 treats them as installed and anything it changed would land in the new environment
-only. Everything then runs from outside the checkout.
+only. It sees all of them but mmrepro (tools/setup_env.sh links the checkout's):
+before the install, mmrepro is not there. Everything then runs from outside
+the checkout.
 
 The "old environment" is one more: a team's MMEngine and MMDetection of an older
 release (:data:`OLD_STACK`, pure-Python wheels from PyPI, cached in
@@ -18,6 +20,7 @@ import glob
 import json
 import os
 import os.path as osp
+import re
 import shutil
 import site
 import subprocess
@@ -59,16 +62,36 @@ def _kept_versions(user_python: str, cwd: str) -> dict:
     return {name: versions.get(name) for name in (*KEPT, 'mmrepro')}
 
 
+def _is_mmrepro(name: str) -> bool:
+    """Whether a site-packages entry is mmrepro's: its package (or the link to a
+    checkout's), metadata, ``.pth`` file, or the finder and ``.pth`` file of an editable
+    install."""
+    return re.match(r'(__editable__[._]+)?mmrepro([-_.]|$)', name) is not None
+
+
+def _stack_view(root) -> str:
+    """A directory of links to this stack's site-packages entries but mmrepro's."""
+    view = root / 'stack'
+    if not view.exists():
+        view.mkdir()
+        packages = site.getsitepackages()[0]
+        for name in os.listdir(packages):
+            if not _is_mmrepro(name):
+                os.symlink(osp.join(packages, name), view / name)
+    return str(view)
+
+
 def _user_venv(root, name: str, *wheels: str) -> str:
-    """A venv over this stack (``_stack.pth``) holding ``wheels`` (``--no-deps``): the
-    user's environment before mmrepro. Returns its python."""
+    """A venv over this stack (``_stack.pth``: :func:`_stack_view`, its ``.pth`` files
+    run) holding ``wheels`` (``--no-deps``): the user's environment before mmrepro.
+    Returns its python."""
     venv = root / name
     _run(sys._base_executable, '-m', 'venv', '--without-pip', str(venv), cwd=str(root))
     python = str(venv / 'bin' / 'python')
     purelib = _run(python, '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])',
                    cwd=str(root)).stdout.strip()
     with open(osp.join(purelib, '_stack.pth'), 'w') as f:
-        f.write(site.getsitepackages()[0] + '\n')
+        f.write(f'import site; site.addsitedir({_stack_view(root)!r})\n')
     if wheels:  # into the venv even where this stack has the same version; never over it
         _pip(python, 'install', '--no-index', '--no-deps', '--ignore-installed', *wheels,
              cwd=str(root))

@@ -1,0 +1,257 @@
+"""The OpenMMLab codebases beside MMDetection in the test environments, and tiny configs
+each trains with its own ``tools/train.py`` (the one its package ships in ``.mim``).
+
+``tools/setup_env.sh`` installs mmpretrain, mmpose and mmrotate (``mmrotate-dev``) on the
+current stack (:func:`stack_codebases`); MMYOLO waits for the floor to move to mmcv 2.0
+(docs/install.md), its config is kept here for then. Each config (:func:`write_config`)
+holds mmrepro's two lines (``custom_imports`` and ``randomness``) and trains a real model
+of the codebase's zoo, narrowed (:data:`NARROW_RESNET`), for :data:`EPOCHS` epochs of
+:data:`SAMPLES` samples in batches of 2 (no validation), on data derived from the tiny
+COCO demo dataset (:func:`derive_data`): image folders by class (mmpretrain), DOTA-format
+text files (mmrotate), COCO keypoints (mmpose) and the COCO boxes themselves (MMYOLO).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import os.path as osp
+import re
+from typing import Dict, List, Tuple
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+#: The codebases, by package name.
+CODEBASES = ('mmpretrain', 'mmpose', 'mmrotate', 'mmyolo')
+#: The demo dataset's classes (:mod:`mmrepro.demo.tiny_coco`).
+CLASSES = ('red', 'green', 'blue')
+#: mmrepro's two lines (``configs/_base_/repro_runtime.py``).
+TWO_LINES = """
+custom_imports = dict(imports=['mmrepro'], allow_failed_imports=False)
+randomness = dict(seed=0, deterministic=True)
+"""
+#: A ResNet-18 at a quarter of its width (16-channel stem, stages of 16-128 channels), the
+#: backbone of every test model here: a few seconds per epoch on CPU.
+NARROW_RESNET = 'depth=18, stem_channels=16, base_channels=16, init_cfg=None'
+#: A rotated detector's narrow ResNet-18 and its 64-channel FPN.
+_ROTATED_NECK = f"""backbone=dict({NARROW_RESNET}),
+    neck=dict(in_channels=[16, 32, 64, 128], out_channels=64)"""
+#: The rotated detectors' training pipeline: DOTA quadrilaterals as rotated boxes, at
+#: 128 pixels, flipped at random.
+_ROTATED_PIPELINE = """train_pipeline = [
+    dict(type='mmdet.LoadImageFromFile'),
+    dict(type='mmdet.LoadAnnotations', with_bbox=True, box_type='qbox'),
+    dict(type='ConvertBoxType', box_type_mapping=dict(gt_bboxes='rbox')),
+    dict(type='mmdet.Resize', scale=(128, 128), keep_ratio=True),
+    dict(type='mmdet.RandomFlip', prob=0.5, direction=['horizontal', 'vertical']),
+    dict(type='mmdet.PackDetInputs')]
+"""
+_ROTATED_DATA = ("data_root='{data}/dota/', ann_file='annfiles/', "
+                 "data_prefix=dict(img_path='images/'), "
+                 f"metainfo=dict(classes={CLASSES!r}), pipeline=train_pipeline")
+#: Each test model: its codebase, its config's bases, its other lines (model,
+#: ``train_pipeline``), its training dataset's keys (``{data}``: :func:`derive_data`'s
+#: output; ``{coco}``: the demo dataset) and the hooks its bases add (kept beside the
+#: mid-epoch checkpoints).
+CONFIGS = {
+    # ResNet-18 with RandAugment, RandomErasing and Mixup/CutMix batch augments (ImageNet
+    # recipe of mmpretrain's Swin/DeiT configs), at 32 pixels.
+    'resnet': ('mmpretrain', [
+        'mmpretrain::_base_/models/resnet18.py', 'mmpretrain::_base_/schedules/imagenet_bs256.py',
+        'mmpretrain::_base_/default_runtime.py'], f"""model = dict(
+    backbone=dict({NARROW_RESNET}),
+    head=dict(in_channels=128, num_classes=3, topk=(1, ),
+              loss=dict(type='CrossEntropyLoss', loss_weight=1.0, use_soft=True)),
+    train_cfg=dict(augments=[dict(type='Mixup', alpha=0.8), dict(type='CutMix', alpha=1.0)]))
+data_preprocessor = dict(num_classes=3, mean=[123.675, 116.28, 103.53],
+                         std=[58.395, 57.12, 57.375], to_rgb=True)
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='RandomResizedCrop', scale=32, backend='pillow', interpolation='bicubic'),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='RandAugment', policies='timm_increasing', num_policies=2, total_level=10,
+         magnitude_level=9, magnitude_std=0.5,
+         hparams=dict(pad_val=[104, 116, 124], interpolation='bicubic')),
+    dict(type='RandomErasing', erase_prob=0.5, mode='rand', min_area_ratio=0.02,
+         max_area_ratio=1 / 3, fill_color=[103.53, 116.28, 123.675],
+         fill_std=[57.375, 57.12, 58.395]),
+    dict(type='PackInputs')]
+""", "type='CustomDataset', data_root='{data}', data_prefix='cls', pipeline=train_pipeline",
+        ''),
+    # Top-down heatmap pose (SimpleBaseline) with its random bbox transform, half body and
+    # affine, at 64x64 (heatmaps 16x16).
+    'topdown_heatmap': ('mmpose', [
+        'mmpose::body_2d_keypoint/topdown_heatmap/coco/td-hm_res50_8xb64-210e_coco-256x192.py'],
+        f"""codec = dict(type='MSRAHeatmap', input_size=(64, 64), heatmap_size=(16, 16), sigma=2)
+model = dict(backbone=dict({NARROW_RESNET}),
+             head=dict(in_channels=128, deconv_out_channels=(32, 32, 32), decoder=codec))
+train_pipeline = [
+    dict(type='LoadImage'), dict(type='GetBBoxCenterScale'),
+    dict(type='RandomFlip', direction='horizontal'),
+    dict(type='RandomHalfBody', prob=0.5, min_total_keypoints=4),
+    dict(type='RandomBBoxTransform'),
+    dict(type='TopdownAffine', input_size=codec['input_size']),
+    dict(type='GenerateTarget', encoder=codec), dict(type='PackPoseInputs')]
+""", "data_root='', ann_file='{data}/keypoints/train.json', "
+        "data_prefix=dict(img='{coco}/images/'), pipeline=train_pipeline",
+        "dict(type='SyncBuffersHook'), "),
+    'rotated_retinanet': ('mmrotate', [
+        'mmrotate::rotated_retinanet/rotated-retinanet-rbox-le90_r50_fpn_1x_dota.py'],
+        f"""model = dict({_ROTATED_NECK},
+    bbox_head=dict(num_classes=3, in_channels=64, feat_channels=64))
+{_ROTATED_PIPELINE}""", _ROTATED_DATA, ''),
+    'oriented_rcnn': ('mmrotate', [
+        'mmrotate::oriented_rcnn/oriented-rcnn-le90_r50_fpn_1x_dota.py'],
+        f"""model = dict({_ROTATED_NECK},
+    rpn_head=dict(in_channels=64, feat_channels=64),
+    roi_head=dict(bbox_roi_extractor=dict(out_channels=64),
+                  bbox_head=dict(in_channels=64, fc_out_channels=256, num_classes=3)))
+{_ROTATED_PIPELINE}""", _ROTATED_DATA, ''),
+    # Kept for the floor's move to mmcv 2.0 (docs/install.md): not installed yet.
+    'yolov5': ('mmyolo', ['mmyolo::yolov5/yolov5_n-v61_syncbn_fast_8xb16-300e_coco.py'],
+               """model = dict(bbox_head=dict(head_module=dict(num_classes=3)))
+train_pipeline = [
+    dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+    dict(type='mmdet.Resize', scale=(64, 64), keep_ratio=False),
+    dict(type='mmdet.PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape'))]
+""", "data_root='{coco}/', ann_file='annotations/train.json', data_prefix=dict(img='images/'), "
+               f"metainfo=dict(classes={CLASSES!r}), pipeline=train_pipeline", ''),
+}
+#: Each test model's test loader and evaluator, for ``mmrepro-test`` on its checkpoints:
+#: the training samples, without random transforms (keys as in :data:`CONFIGS`).
+TESTS = {
+    'resnet': """test_dataloader = dict(
+    batch_size=2, num_workers=0, sampler=dict(type='DefaultSampler', shuffle=False),
+    dataset=dict(type='CustomDataset', data_root='{data}', data_prefix='cls', pipeline=[
+        dict(type='LoadImageFromFile'), dict(type='Resize', scale=(32, 32)),
+        dict(type='PackInputs')]))
+test_evaluator = dict(type='Accuracy', topk=(1, ))
+""",
+    'topdown_heatmap': """test_dataloader = dict(
+    batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(data_root='', ann_file='{data}/keypoints/train.json', bbox_file=None,
+                 data_prefix=dict(img='{coco}/images/'), pipeline=[
+                     dict(type='LoadImage'), dict(type='GetBBoxCenterScale'),
+                     dict(type='TopdownAffine', input_size=codec['input_size']),
+                     dict(type='PackPoseInputs')]))
+test_evaluator = dict(type='CocoMetric', ann_file='{data}/keypoints/train.json')
+""",
+    'rotated_retinanet': f"""test_dataloader = dict(
+    batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(data_root='{{data}}/dota/', ann_file='annfiles/',
+                 data_prefix=dict(img_path='images/'), metainfo=dict(classes={CLASSES!r}),
+                 test_mode=True, pipeline=[
+                     dict(type='mmdet.LoadImageFromFile'),
+                     dict(type='mmdet.Resize', scale=(128, 128), keep_ratio=True),
+                     dict(type='mmdet.LoadAnnotations', with_bbox=True, box_type='qbox'),
+                     dict(type='ConvertBoxType', box_type_mapping=dict(gt_bboxes='rbox')),
+                     dict(type='mmdet.PackDetInputs', meta_keys=(
+                         'img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor'))]))
+test_evaluator = dict(type='DOTAMetric', metric='mAP')
+""",
+}
+#: The test runs' schedule: ``SAMPLES`` training samples in batches of 2 (4 iterations
+#: an epoch), ``EPOCHS`` epochs, no validation or test; checkpoints at every epoch and
+#: at iteration ``MID`` (batch 2 of epoch 2), losses logged every iteration.
+SAMPLES, EPOCHS, MID = 8, 2, 6
+_SCHEDULE = f"""train_cfg = dict(max_epochs={EPOCHS}, val_interval=1)
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, save_best=None),
+                     logger=dict(type='LoggerHook', interval=1))
+""" + ''.join(f'val_{key} = None\n' for key in ('dataloader', 'cfg', 'evaluator'))
+_NO_TEST = ''.join(f'test_{key} = None\n' for key in ('dataloader', 'cfg', 'evaluator'))
+
+
+def stack_codebases() -> Tuple[str, ...]:
+    """The codebases (package names) the pins of this Python's stack name: the
+    ``requirements/stack-<name>.txt`` whose ``torch==`` is the running torch."""
+    import torch
+    version = torch.__version__.split('+')[0]
+    distributions = {'mmpretrain': 'mmpretrain', 'mmpose': 'mmpose',
+                     'mmrotate': 'mmrotate-dev', 'mmyolo': 'mmyolo'}
+    for name in sorted(os.listdir(osp.join(REPO, 'requirements'))):
+        if name.startswith('stack-'):
+            with open(osp.join(REPO, 'requirements', name)) as f:
+                pins = dict(re.findall(r'^([\w.-]+)==(\S+)', f.read(), re.M))
+            if pins.get('torch') == version:
+                return tuple(c for c in CODEBASES if distributions[c] in pins)
+    return ()
+
+
+def train_script(package: str) -> str:
+    """The codebase's own ``tools/train.py``, as its package installs it (``.mim``)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f'{package} is not installed (tools/setup_env.sh installs '
+                                  f'it on the current stack)')
+    return osp.join(osp.dirname(spec.origin), '.mim', 'tools', 'train.py')
+
+
+def write_config(model: str, coco: str, data: str, path: str, num_workers: int = 2,
+                 extra: str = '', test: bool = False) -> str:
+    """Write test model ``model``'s config (:data:`CONFIGS`, the schedule of
+    :data:`SAMPLES`, :data:`EPOCHS` and :data:`MID`, and :data:`TWO_LINES`) to ``path``,
+    over the demo dataset at ``coco`` and the data :func:`derive_data` wrote to
+    ``data``, loading with ``num_workers`` (persistent); ``extra`` is added last.
+    ``test``: with the model's test loader and evaluator (:data:`TESTS`). Returns
+    ``path``."""
+    _, bases, lines, dataset, hooks = CONFIGS[model]
+    tested = TESTS[model] + 'test_cfg = dict(type="TestLoop")\n' if test else _NO_TEST
+
+    def paths(text: str) -> str:
+        return text.replace('{data}', osp.abspath(data)).replace('{coco}', osp.abspath(coco))
+
+    dataset, tested = paths(dataset), paths(tested)
+    loader = (f"train_dataloader = dict(batch_size=2, num_workers={num_workers}, "
+              f"persistent_workers={num_workers > 0},\n"
+              f"                        sampler=dict(type='DefaultSampler', shuffle=True),\n"
+              f"                        dataset=dict(indices={SAMPLES}, {dataset}))\n")
+    mid = (f"custom_hooks = [{hooks}dict(type='CheckpointHook', by_epoch=False, "
+           f"interval={MID}, save_last=False)]\n")
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(f'_base_ = {bases!r}\n{lines}{loader}{_SCHEDULE}{tested}{mid}{TWO_LINES}{extra}')
+    return path
+
+
+def derive_data(coco: str, data: str) -> None:
+    """From the demo dataset at ``coco`` (its training split), write under ``data``:
+    ``cls/<class>/`` (links to each image, by its largest box's class),
+    ``dota/images/`` and ``dota/annfiles/`` (each box as a quadrilateral, DOTA's text
+    format) and ``keypoints/train.json`` (each box a "person" with 17 visible keypoints
+    on a grid inside it)."""
+    with open(osp.join(coco, 'annotations', 'train.json')) as f:
+        ann = json.load(f)
+    images = {image['id']: image for image in ann['images']}
+    boxes: Dict[int, List[dict]] = {}
+    for a in ann['annotations']:
+        boxes.setdefault(a['image_id'], []).append(a)
+    for sub in ('dota/images', 'dota/annfiles', 'keypoints', *(f'cls/{c}' for c in CLASSES)):
+        os.makedirs(osp.join(data, sub), exist_ok=True)
+    people = []
+    for image_id, image in images.items():
+        source = osp.abspath(osp.join(coco, 'images', image['file_name']))
+        stem = osp.splitext(image['file_name'])[0]
+        largest = max(boxes.get(image_id, []), key=lambda a: a['area'], default=None)
+        links = [osp.join(data, 'dota', 'images', image['file_name'])]
+        if largest is not None:
+            links.append(osp.join(data, 'cls', CLASSES[largest['category_id'] - 1],
+                                  image['file_name']))
+        for link in links:
+            if not osp.lexists(link):
+                os.symlink(source, link)
+        lines = []
+        for a in boxes.get(image_id, []):
+            x, y, w, h = a['bbox']
+            corners = (x, y, x + w, y, x + w, y + h, x, y + h)
+            lines.append(' '.join(f'{v:g}' for v in corners)
+                         + f" {CLASSES[a['category_id'] - 1]} 0")
+            points = [(x + w * (0.2 + 0.6 * (k % 4) / 3), y + h * (0.1 + 0.8 * (k // 4) / 4))
+                      for k in range(17)]
+            people.append(dict(id=len(people) + 1, image_id=image_id, category_id=1,
+                               bbox=a['bbox'], area=a['area'], iscrowd=0, num_keypoints=17,
+                               keypoints=[v for p in points for v in (*p, 2)]))
+        with open(osp.join(data, 'dota', 'annfiles', stem + '.txt'), 'w') as f:
+            f.write('\n'.join(lines) + '\n')
+    with open(osp.join(data, 'keypoints', 'train.json'), 'w') as f:
+        json.dump(dict(images=ann['images'], annotations=people,
+                       categories=[dict(id=1, name='person')]), f)
