@@ -4,9 +4,9 @@ The suite runs in pytest's ``importlib`` import mode (pyproject.toml), so test m
 of the same name in different directories do not collide; ``tests/`` goes on
 ``sys.path`` here so that every test imports its helpers from the ``support`` package.
 
-Under pytest-xdist (``tools/test.sh`` runs two workers) the datasets and the cached
-runs are made once for the whole session, whichever worker asks first (a file lock per
-item), and every worker uses the same paths.
+Under pytest-xdist (``tools/test.sh`` runs two workers) the datasets, the cached runs
+and the layout runs are made once for the whole session, whichever worker asks first (a
+file lock per item), and every worker uses the same paths.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ if not torch.cuda.is_available():
 # with Albu); the tests stay off the network.
 os.environ.setdefault('NO_ALBUMENTATIONS_UPDATE', '1')
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))  # the support package
+from support.layout_runs import LayoutRuns
 from support.run_cache import RunCache, once
 
 
@@ -63,6 +64,13 @@ def seg_data_root(tmp_path_factory) -> str:
 def runs(tmp_path_factory, data_root) -> RunCache:
     """The session's shared training runs (one set of options per (model, tag))."""
     return RunCache(session_dir(tmp_path_factory, 'runs'), data_root)
+
+
+@pytest.fixture(scope='session')
+def layout_runs(tmp_path_factory, data_root) -> LayoutRuns:
+    """The session's 1-epoch runs in several process layouts (``support.layout_runs``),
+    shared by the tests of the layouts and of ``mmrepro-check --against``."""
+    return LayoutRuns(session_dir(tmp_path_factory, 'layouts'), data_root, max_epochs=1)
 
 
 def pytest_collection_modifyitems(config, items):
