@@ -10,6 +10,9 @@ file lock per item), and every worker uses the same paths.
 """
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import os.path as osp
 import sys
@@ -71,6 +74,33 @@ def layout_runs(tmp_path_factory, data_root) -> LayoutRuns:
     """The session's 1-epoch runs in several process layouts (``support.layout_runs``),
     shared by the tests of the layouts and of ``mmrepro-check --against``."""
     return LayoutRuns(session_dir(tmp_path_factory, 'layouts'), data_root, max_epochs=1)
+
+
+@pytest.fixture(scope='session')
+def base_checked(tmp_path_factory, runs):
+    """``mmrepro-check CONFIG --against BASE`` on the session's RetinaNet ``base`` run, as a
+    teammate checks it, from the runs' working directory: ``(work dir, exit code, what it
+    printed)``. Made once for the session: test_check_against.py reads its verdict,
+    test_repro_diff.py compares its run with the baseline."""
+    from support.repro_utils import RUN_CWD
+
+    from mmrepro.cli.check_repro import main
+    baseline = runs.get('retinanet', 'base')
+    root = session_dir(tmp_path_factory, 'base-checked')
+    work_dir, printed = osp.join(root, 'check'), osp.join(root, 'printed.json')
+    with once(root) as todo:
+        if todo:
+            os.makedirs(root, exist_ok=True)
+            with pytest.MonkeyPatch.context() as patch, \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                patch.chdir(RUN_CWD)  # where the baseline trained: the same code.git (none)
+                code = main([runs.config('retinanet', 'base'), '--against', baseline,
+                             '--work-dir', work_dir])
+            with open(printed, 'w') as f:
+                json.dump({'code': code, 'out': out.getvalue()}, f)
+    with open(printed) as f:
+        result = json.load(f)
+    return work_dir, result['code'], result['out']
 
 
 def pytest_collection_modifyitems(config, items):

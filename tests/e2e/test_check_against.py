@@ -30,10 +30,11 @@ def _base_config(runs):
     return runs.config('retinanet', 'base')
 
 
-def test_the_same_config_here_reproduces_the_baseline(runs, tmp_path, capsys):
+def test_the_same_config_here_reproduces_the_baseline(runs, base_checked):
+    """The session's check of its base run (``base_checked``, whose run
+    test_repro_diff.py compares with the baseline)."""
     baseline = runs.get('retinanet', 'base')
-    code, out, _ = _check(capsys, _base_config(runs), '--against', baseline,
-                          '--work-dir', str(tmp_path / 'check'))
+    _, code, out = base_checked
     assert code == 0, out
     assert ('before training: nothing recorded differs from the baseline (initial weights, '
             'config, data, decoded images, code, library versions, CPU/GPU numerics, '
