@@ -166,7 +166,6 @@ def test_test_runs_identical_across_reruns_workers_and_ranks_batch_2_and_1(teste
     config, ckpt, runs = tested
     (a, first), (r2, on_two_ranks) = runs[1], runs[2]
     assert len(first) == 8
-    assert run_test(config, ckpt, str(tmp_path / 'again')) == first
     assert run_test(config, ckpt, str(tmp_path / 'w0'), '--cfg-options',
                     'test_dataloader.num_workers=0',
                     'test_dataloader.persistent_workers=False') == first
@@ -178,6 +177,15 @@ def test_test_runs_identical_across_reruns_workers_and_ranks_batch_2_and_1(teste
     single = run_test(config, ckpt, str(tmp_path / 'b1'), *one)
     assert run_test(config, ckpt, str(tmp_path / 'b1r2'), *one, nproc=2) == single
     assert single != first  # one image per batch pads nothing: other predictions
+
+
+@pytest.mark.full
+def test_a_test_rerun_is_identical(tested, tmp_path):
+    """Full tier: a second proof of what the test runs in other processes prove by
+    predicting the same (``test_test_runs_identical_across_reruns_workers_and_ranks_batch_2_and_1``:
+    no loader workers, 2 ranks)."""
+    config, ckpt, runs = tested
+    assert run_test(config, ckpt, str(tmp_path / 'again')) == runs[1][1]
 
 
 def test_mmengines_test_loop_on_two_ranks_changes_predictions(eval_runs, tmp_path):
