@@ -4,12 +4,15 @@ The suite runs in pytest's ``importlib`` import mode (pyproject.toml), so test m
 of the same name in different directories do not collide; ``tests/`` goes on
 ``sys.path`` here so that every test imports its helpers from the ``support`` package.
 
-Under pytest-xdist (``tools/test.sh`` runs two workers) the datasets and the cached
-runs are made once for the whole session, whichever worker asks first (a file lock per
-item), and every worker uses the same paths.
+Under pytest-xdist (``tools/test.sh`` runs two workers) the datasets, the cached runs
+and the layout runs are made once for the whole session, whichever worker asks first (a
+file lock per item), and every worker uses the same paths.
 """
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import os.path as osp
 import sys
@@ -25,6 +28,7 @@ if not torch.cuda.is_available():
 # with Albu); the tests stay off the network.
 os.environ.setdefault('NO_ALBUMENTATIONS_UPDATE', '1')
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))  # the support package
+from support.layout_runs import LayoutRuns
 from support.run_cache import RunCache, once
 
 
@@ -63,6 +67,40 @@ def seg_data_root(tmp_path_factory) -> str:
 def runs(tmp_path_factory, data_root) -> RunCache:
     """The session's shared training runs (one set of options per (model, tag))."""
     return RunCache(session_dir(tmp_path_factory, 'runs'), data_root)
+
+
+@pytest.fixture(scope='session')
+def layout_runs(tmp_path_factory, data_root) -> LayoutRuns:
+    """The session's 1-epoch runs in several process layouts (``support.layout_runs``),
+    shared by the tests of the layouts and of ``mmrepro-check --against``."""
+    return LayoutRuns(session_dir(tmp_path_factory, 'layouts'), data_root, max_epochs=1)
+
+
+@pytest.fixture(scope='session')
+def base_checked(tmp_path_factory, runs):
+    """``mmrepro-check CONFIG --against BASE`` on the session's RetinaNet ``base`` run, as a
+    teammate checks it, from the runs' working directory: ``(work dir, exit code, what it
+    printed)``. Made once for the session: test_check_against.py reads its verdict,
+    test_repro_diff.py compares its run with the baseline."""
+    from support.repro_utils import RUN_CWD
+
+    from mmrepro.cli.check_repro import main
+    baseline = runs.get('retinanet', 'base')
+    root = session_dir(tmp_path_factory, 'base-checked')
+    work_dir, printed = osp.join(root, 'check'), osp.join(root, 'printed.json')
+    with once(root) as todo:
+        if todo:
+            os.makedirs(root, exist_ok=True)
+            with pytest.MonkeyPatch.context() as patch, \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                patch.chdir(RUN_CWD)  # where the baseline trained: the same code.git (none)
+                code = main([runs.config('retinanet', 'base'), '--against', baseline,
+                             '--work-dir', work_dir])
+            with open(printed, 'w') as f:
+                json.dump({'code': code, 'out': out.getvalue()}, f)
+    with open(printed) as f:
+        result = json.load(f)
+    return work_dir, result['code'], result['out']
 
 
 def pytest_collection_modifyitems(config, items):

@@ -2,7 +2,7 @@
 
 Real RetinaNet runs on the tiny COCO data: the session's shared 3-epoch run (24 steps,
 traced at the dense early steps 1, 2, 4, 8 and 16), a run on a private copy of the data,
-and the 2-rank layout runs (``tests/support/layout_runs.py``).
+and the session's 2-rank layout run (``tests/support/layout_runs.py``).
 """
 import functools
 import glob
@@ -13,7 +13,6 @@ import shutil
 
 import pytest
 from support.cli import run_main
-from support.layout_runs import LayoutRuns
 from support.repro_utils import REPO, checkpoint, pythonpath, run_train, write_config
 
 from mmrepro.cli.check_repro import main as check_main
@@ -31,10 +30,11 @@ def _base_config(runs):
     return runs.config('retinanet', 'base')
 
 
-def test_the_same_config_here_reproduces_the_baseline(runs, tmp_path, capsys):
+def test_the_same_config_here_reproduces_the_baseline(runs, base_checked):
+    """The session's check of its base run (``base_checked``, whose run
+    test_repro_diff.py compares with the baseline)."""
     baseline = runs.get('retinanet', 'base')
-    code, out, _ = _check(capsys, _base_config(runs), '--against', baseline,
-                          '--work-dir', str(tmp_path / 'check'))
+    _, code, out = base_checked
     assert code == 0, out
     assert ('before training: nothing recorded differs from the baseline (initial weights, '
             'config, data, decoded images, code, library versions, CPU/GPU numerics, '
@@ -200,12 +200,12 @@ def test_an_edited_annotation_file_is_named_before_and_after_training(data_root,
 
 
 def test_two_ranks_and_one_process_accumulating_reproduce_each_other(tmp_path_factory,
-                                                                     data_root, capsys,
+                                                                     layout_runs, capsys,
                                                                      monkeypatch):
-    """A 2 ranks x 2 baseline, checked from 1 process (accumulative_counts set to 2)."""
-    layouts = LayoutRuns(str(tmp_path_factory.mktemp('against')), data_root, max_epochs=1)
-    baseline = layouts.get('retinanet', '2x2')
-    config = osp.join(layouts.root, 'cfg-retinanet-2x2', 'cfg.py')
+    """A 2 ranks x 2 baseline (test_layouts.py's), checked from 1 process
+    (accumulative_counts set to 2)."""
+    baseline = layout_runs.get('retinanet', '2x2')
+    config = osp.join(layout_runs.root, 'cfg-retinanet-2x2', 'cfg.py')
     monkeypatch.setenv('PYTHONPATH', pythonpath(osp.join(REPO, 'tests')))
     work = str(tmp_path_factory.mktemp('against-check'))
     code, out, _ = _check(capsys, config, '--against', baseline, '--iters', '4',

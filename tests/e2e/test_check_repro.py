@@ -1,15 +1,17 @@
 """tools/check_repro.py: passes a reproducible detector, names an injected nondeterminism,
-calls no config reproducible whose real runs are not, and says what to do next."""
+calls no config reproducible whose real runs are not, and says what to do next.
+
+The check runs in the test process (its ``main``, as its console script calls it); what it
+trains runs in processes of their own, as in a user's check."""
+import functools
 import glob
-import os
 import os.path as osp
 import re
-import subprocess
-import sys
 
 import pytest
+from support.cli import run_main
 from support.doc_examples import assert_shows
-from support.repro_utils import REPO, RUN_CWD, TESTS, pythonpath, write_config
+from support.repro_utils import RUN_CWD, TESTS, pythonpath, write_config
 
 from mmrepro.cli.check_repro import main
 from mmrepro.record.run_record import load_run_record
@@ -24,22 +26,23 @@ model = dict(neck=dict(_delete_=True, type='NondeterministicNeck', neck=dict(
 """
 
 
-def check_repro(*args: str) -> subprocess.CompletedProcess:
-    """Run tools/check_repro.py with tests/ importable by the training runs."""
-    path = pythonpath(TESTS)
-    return subprocess.run([sys.executable, osp.join(REPO, 'tools', 'check_repro.py'), *args],
-                          cwd=RUN_CWD, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, 'PYTHONPATH': path})
+@pytest.fixture
+def check_repro(monkeypatch, capsys):
+    """``check_repro(*args)``: mmrepro-check's ``main`` in this process, from the training
+    runs' working directory, tests/ importable by its runs; ``(exit code, stdout, stderr)``."""
+    monkeypatch.setenv('PYTHONPATH', pythonpath(TESTS))
+    monkeypatch.chdir(RUN_CWD)
+    return functools.partial(run_main, main, capsys)
 
 
 @pytest.mark.slow
-def test_reproducible_detector_passes_rerun_resume_and_workers_checks(data_root, tmp_path):
+def test_reproducible_detector_passes_rerun_resume_and_workers_checks(data_root, tmp_path,
+                                                                     check_repro):
     config = write_config(str(tmp_path / 'cfg' / 'retinanet.py'), 'retinanet', data_root,
                           num_workers=0)
-    proc = check_repro(config, '--iters', '3', '--resume-check', '--workers-check', '1',
-                       '--work-dir', str(tmp_path / 'check'))
-    out = proc.stdout
-    assert proc.returncode == 0, out + proc.stderr[-3000:]
+    code, out, err = check_repro(config, '--iters', '3', '--resume-check', '--workers-check',
+                                 '1', '--work-dir', str(tmp_path / 'check'))
+    assert code == 0, out + err[-3000:]
     assert 'run_b vs run_a: bit-identical over iterations 1..3' in out
     assert 'resume vs run_a: bit-identical over iterations 2..3' in out  # from iter_1.pth
     assert 'workers1 vs run_a: bit-identical over iterations 1..3' in out
@@ -53,12 +56,11 @@ def test_reproducible_detector_passes_rerun_resume_and_workers_checks(data_root,
 
 
 @pytest.mark.slow
-def test_injected_nondeterministic_module_is_named(data_root, tmp_path):
+def test_injected_nondeterministic_module_is_named(data_root, tmp_path, check_repro):
     config = write_config(str(tmp_path / 'cfg' / 'noisy.py'), 'retinanet', data_root,
                           num_workers=0, extra=NOISY_NECK)
-    proc = check_repro(config, '--iters', '2', '--work-dir', str(tmp_path / 'check'))
-    out = proc.stdout
-    assert proc.returncode == 1, out + proc.stderr[-3000:]
+    code, out, err = check_repro(config, '--iters', '2', '--work-dir', str(tmp_path / 'check'))
+    assert code == 1, out + err[-3000:]
     assert 'run_b vs run_a: first diverging iteration: 1' in out
     assert 'first difference: forward output of neck.noise (UrandomNoise)' in out
     assert '\ndata: identical samples in every traced iteration (1..2, 2)\n' in out
@@ -84,7 +86,8 @@ ITERATION = r'  iteration (\d)/2: loss (\d+\.\d+) \(\d+\.\d s\)'
 
 
 @pytest.mark.slow
-def test_a_seedless_config_is_not_reproducible_though_its_runs_agree(data_root, tmp_path):
+def test_a_seedless_config_is_not_reproducible_though_its_runs_agree(data_root, tmp_path,
+                                                                     check_repro):
     """The check pins a seed to train; real runs each draw one. Also: progress per
     iteration, a previous check's work dir replaced, checkpoints removed once compared."""
     config = write_config(str(tmp_path / 'cfg' / 'seedless.py'), 'retinanet', data_root,
@@ -93,9 +96,8 @@ def test_a_seedless_config_is_not_reproducible_though_its_runs_agree(data_root, 
     (work / 'run_a').mkdir(parents=True)  # a previous check's work dir
     (work / 'check_repro_config.py').write_text('')
     (work / 'run_a' / 'iter_8.pth').write_bytes(b'old')
-    proc = check_repro(config, '--iters', '2', '--work-dir', str(work))
-    out = proc.stdout
-    assert proc.returncode == 1, out + proc.stderr[-3000:]
+    code, out, err = check_repro(config, '--iters', '2', '--work-dir', str(work))
+    assert code == 1, out + err[-3000:]
     lines = out.splitlines()
     assert lines[:3] == [
         f'mmrepro-check: {config}: 2 iteration(s) per run, traced at every iteration; seed 0 '
@@ -129,12 +131,12 @@ def test_a_seedless_config_is_not_reproducible_though_its_runs_agree(data_root, 
 
 @pytest.mark.slow
 def test_nondeterministic_mode_is_not_reproducible_though_its_runs_agree(data_root,
-                                                                          tmp_path):
+                                                                          tmp_path,
+                                                                          check_repro):
     config = write_config(str(tmp_path / 'cfg' / 'fast.py'), 'retinanet', data_root,
                           num_workers=0, extra='randomness = dict(_delete_=True, seed=0)\n')
-    proc = check_repro(config, '--iters', '1', '--work-dir', str(tmp_path / 'check'))
-    out = proc.stdout
-    assert proc.returncode == 1, out + proc.stderr[-3000:]
+    code, out, err = check_repro(config, '--iters', '1', '--work-dir', str(tmp_path / 'check'))
+    assert code == 1, out + err[-3000:]
     assert 'run_b vs run_a: bit-identical over iteration 1' in out
     assert ('nondeterministic operations: not reported (randomness.deterministic is False; '
             'pass --cfg-options randomness.deterministic=True to list them)') in out
@@ -148,14 +150,14 @@ def test_nondeterministic_mode_is_not_reproducible_though_its_runs_agree(data_ro
 
 @pytest.mark.slow
 def test_a_config_without_mmrepro_is_reproducible_only_with_mmrepro_train(data_root,
-                                                                          tmp_path):
+                                                                          tmp_path,
+                                                                          check_repro):
     """The check (like mmrepro-train) enables mmrepro; MMDetection's tools/train.py would
     not, so the result says which tool and how to enable it in the config."""
     config = write_config(str(tmp_path / 'cfg' / 'plain.py'), 'retinanet', data_root,
                           num_workers=0, extra=WITHOUT_MMREPRO)
-    proc = check_repro(config, '--iters', '1', '--work-dir', str(tmp_path / 'check'))
-    out = proc.stdout
-    assert proc.returncode == 0, out + proc.stderr[-3000:]
+    code, out, err = check_repro(config, '--iters', '1', '--work-dir', str(tmp_path / 'check'))
+    assert code == 0, out + err[-3000:]
     assert ("\n  the config does not enable mmrepro: the check trained it with mmrepro's "
             "tools/train.py (mmrepro-train), which adds it; MMDetection's tools/train.py "
             'trains it without mmrepro, not reproducibly across num_workers or resume\n') in out
@@ -174,13 +176,13 @@ custom_hooks = [dict(type='CheckpointHook', by_epoch=False, interval=10, save_la
 
 
 @pytest.mark.slow
-def test_a_diverging_resume_keeps_the_checkpoint_it_started_from(data_root, tmp_path):
+def test_a_diverging_resume_keeps_the_checkpoint_it_started_from(data_root, tmp_path,
+                                                                 check_repro):
     config = write_config(str(tmp_path / 'cfg' / 'noisy.py'), 'retinanet', data_root,
                           num_workers=0, extra=NOISY_NECK)
     work = str(tmp_path / 'check')
-    proc = check_repro(config, '--iters', '2', '--resume-check', '--work-dir', work)
-    out = proc.stdout
-    assert proc.returncode == 1, out + proc.stderr[-3000:]
+    code, out, err = check_repro(config, '--iters', '2', '--resume-check', '--work-dir', work)
+    assert code == 1, out + err[-3000:]
     assert re.search(r'\n\[3/3\] resume \(run_a resumed from iter_1\.pth\): iterations 2\.\.2\n'
                      r'  iteration 2/2: loss \d+\.\d+ \(\d+\.\d s\)\n  done in', out), out
     assert re.search(r'\ncheckpoints: removed 4 \(\d+\.\d MiB\) after comparing; kept '
@@ -207,20 +209,28 @@ def test_failed_training_run_is_exit_2_with_its_log(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_two_processes_pass_and_an_injected_module_is_named(data_root, tmp_path):
-    """--launcher pytorch --nproc 2 (gloo on CPU): the demo passes, a noisy neck fails."""
+def test_two_processes_pass(data_root, tmp_path, check_repro):
+    """--launcher pytorch --nproc 2 (gloo on CPU): the demo passes."""
     config = write_config(str(tmp_path / 'cfg' / 'retinanet.py'), 'retinanet', data_root,
                           num_workers=0)
-    proc = check_repro(config, '--iters', '2', '--launcher', 'pytorch', '--nproc', '2',
-                       '--work-dir', str(tmp_path / 'check'))
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert '  every run: 2 processes launched by torch.distributed.run' in proc.stdout
-    assert 'result: REPRODUCIBLE: 1 comparison(s) bit-identical' in proc.stdout
+    code, out, err = check_repro(config, '--iters', '2', '--launcher', 'pytorch',
+                                 '--nproc', '2', '--work-dir', str(tmp_path / 'check'))
+    assert code == 0, out + err[-3000:]
+    assert '  every run: 2 processes launched by torch.distributed.run' in out
+    assert 'result: REPRODUCIBLE: 1 comparison(s) bit-identical' in out
     record, _ = load_run_record(str(tmp_path / 'check' / 'run_a'))
     assert record['world_size'] == 2 and record['backend'] == 'gloo'
+
+
+@pytest.mark.slow
+@pytest.mark.full
+def test_two_processes_name_an_injected_module(data_root, tmp_path, check_repro):
+    """Full tier: a second proof of what ``test_injected_nondeterministic_module_is_named``
+    proves in one process (the same trace comparison names the module), on the launch
+    ``test_two_processes_pass`` proves."""
     noisy = write_config(str(tmp_path / 'cfg' / 'noisy.py'), 'retinanet', data_root,
                          num_workers=0, extra=NOISY_NECK)
-    proc = check_repro(noisy, '--iters', '2', '--launcher', 'pytorch', '--nproc', '2',
-                       '--work-dir', str(tmp_path / 'noisy'))
-    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
-    assert 'first difference: forward output of neck.noise (UrandomNoise)' in proc.stdout
+    code, out, err = check_repro(noisy, '--iters', '2', '--launcher', 'pytorch',
+                                 '--nproc', '2', '--work-dir', str(tmp_path / 'noisy'))
+    assert code == 1, out + err[-3000:]
+    assert 'first difference: forward output of neck.noise (UrandomNoise)' in out

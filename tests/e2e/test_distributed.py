@@ -77,7 +77,11 @@ def test_resume_mid_run_on_two_ranks_is_exact(dist_runs, tmp_path):
     assert probes(work_dir) == probes(base)
 
 
+@pytest.mark.full
 def test_kill_one_rank_then_resume_is_exact(dist_runs, tmp_path):
+    """Full tier: a second proof of what ``tests/e2e/test_restarts.py``'s
+    ``test_torchrun_restarts_after_each_rank_is_killed`` proves: rank 1 killed after
+    iteration 7, ``--resume`` from ``iter_6.pth`` on 2 ranks ends as the uninterrupted run."""
     base = dist_runs.get('base')
     # Rank 1 kills itself after iteration 8: iteration 7's gradient all-reduce means rank 0
     # has written iter_6.pth by then; torchrun then ends the group.

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from support.cli import run_main
 from support.dist_utils import dist_env, dist_train
 from support.repro_utils import (
     REPO,
@@ -20,6 +21,8 @@ from support.repro_utils import (
     write_config,
 )
 
+from mmrepro.cli.check_repro import main as check_main
+from mmrepro.cli.repro_diff import main as diff_main
 from mmrepro.record.evaluation import PREDICTIONS_NAME
 from mmrepro.record.run_record import TEST_RECORD_NAME
 
@@ -100,39 +103,49 @@ def run_test(config, ckpt, work_dir, *args, nproc=1):
     return images
 
 
-def diff(a, b):
-    proc = subprocess.run([sys.executable, osp.join(REPO, 'tools', 'repro_diff.py'), a, b,
-                           '--no-envelope'], cwd=RUN_CWD, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **THREADS})
-    return proc.returncode, proc.stdout + proc.stderr
+def diff(capsys, a, b):
+    """mmrepro-diff A B in this process (it compares records; it trains nothing)."""
+    code, out, err = run_main(diff_main, capsys, a, b, '--no-envelope')
+    return code, out + err
+
+
+@pytest.fixture(scope='module')
+def tested(eval_runs, tmp_path_factory):
+    """The base run's last checkpoint tested once in 1 process and once on 2 ranks:
+    ``(config, checkpoint, {nproc: (work dir, images)})``; the tests read them only."""
+    base, root = eval_runs.get('base'), tmp_path_factory.mktemp('tested')
+    config, ckpt = eval_runs.config('base'), checkpoint(base, 'epoch_3.pth')
+    runs = {}
+    for nproc in (1, 2):
+        work_dir = str(root / f'r{nproc}')
+        runs[nproc] = work_dir, run_test(config, ckpt, work_dir, nproc=nproc)
+    return config, ckpt, runs
 
 
 @pytest.mark.floor
 def test_two_rank_validation_with_batchnorm_training_equals_the_checkpoint(eval_runs,
-                                                                            tmp_path):
+                                                                            tested):
     base = eval_runs.get('base')
     validated = evaluations(base)
     assert sorted(validated) == [('val', 4), ('val', 8), ('val', 12)]
-    config = eval_runs.config('base')
     # The last validation and the test of the checkpoint saved at the same point.
-    tested = run_test(config, checkpoint(base, 'epoch_3.pth'), str(tmp_path / 'test1'))
-    assert tested == validated[('val', 12)]
-    record = read_test_record(str(tmp_path / 'test1'))
+    (one, images), (_, on_two_ranks) = tested[2][1], tested[2][2]
+    assert images == validated[('val', 12)]
+    record = read_test_record(one)
     assert record['run'] == 'test' and record['checkpoint']['iter'] == 12
     assert record['evaluation'][0]['iter'] == 12
-    assert run_test(config, checkpoint(base, 'epoch_3.pth'), str(tmp_path / 'test2'),
-                    nproc=2) == tested
+    assert on_two_ranks == images
     with open(osp.join(log_dirs(base)[-1], 'run_record.json')) as f:
         logged = json.load(f)['evaluation'][-1]
     assert logged['metrics'] == record['evaluation'][0]['metrics']
     assert logged['predictions_sha256'] == record['evaluation'][0]['predictions_sha256']
 
 
-def test_weights_and_validations_bitwise_across_num_workers(eval_runs):
+def test_weights_and_validations_bitwise_across_num_workers(eval_runs, capsys):
     base, workers0 = eval_runs.get('base'), eval_runs.get('workers0', num_workers=0)
     assert state_digest(checkpoint(base)) == state_digest(checkpoint(workers0))
     assert evaluations(workers0) == evaluations(base)
-    code, out = diff(base, workers0)
+    code, out = diff(capsys, base, workers0)
     assert 'evaluations: predictions and metrics equal at every evaluation in common (3: ' \
         'validation after iteration 4, validation after iteration 8, validation after ' \
         'iteration 12)' in out, out
@@ -148,24 +161,31 @@ def test_resumed_two_rank_run_validates_as_the_uninterrupted_one(eval_runs, tmp_
     assert state_digest(checkpoint(work_dir)) == state_digest(checkpoint(base))
 
 
-def test_test_runs_identical_across_reruns_workers_and_ranks_batch_2_and_1(eval_runs,
-                                                                          tmp_path):
-    base = eval_runs.get('base')
-    config, ckpt = eval_runs.config('base'), checkpoint(base, 'epoch_2.pth')
-    first = run_test(config, ckpt, str(tmp_path / 'a'))
+def test_test_runs_identical_across_reruns_workers_and_ranks_batch_2_and_1(tested,
+                                                                          tmp_path, capsys):
+    config, ckpt, runs = tested
+    (a, first), (r2, on_two_ranks) = runs[1], runs[2]
     assert len(first) == 8
-    assert run_test(config, ckpt, str(tmp_path / 'again')) == first
     assert run_test(config, ckpt, str(tmp_path / 'w0'), '--cfg-options',
                     'test_dataloader.num_workers=0',
                     'test_dataloader.persistent_workers=False') == first
-    assert run_test(config, ckpt, str(tmp_path / 'r2'), nproc=2) == first
-    code, out = diff(str(tmp_path / 'a'), str(tmp_path / 'r2'))
+    assert on_two_ranks == first
+    code, out = diff(capsys, a, r2)
     assert code == 0, out
     assert 'verdict: identical predictions (8 images, bit for bit) and metrics' in out
     one = ('--cfg-options', 'test_dataloader.batch_size=1')
     single = run_test(config, ckpt, str(tmp_path / 'b1'), *one)
     assert run_test(config, ckpt, str(tmp_path / 'b1r2'), *one, nproc=2) == single
     assert single != first  # one image per batch pads nothing: other predictions
+
+
+@pytest.mark.full
+def test_a_test_rerun_is_identical(tested, tmp_path):
+    """Full tier: a second proof of what the test runs in other processes prove by
+    predicting the same (``test_test_runs_identical_across_reruns_workers_and_ranks_batch_2_and_1``:
+    no loader workers, 2 ranks)."""
+    config, ckpt, runs = tested
+    assert run_test(config, ckpt, str(tmp_path / 'again')) == runs[1][1]
 
 
 def test_mmengines_test_loop_on_two_ranks_changes_predictions(eval_runs, tmp_path):
@@ -190,21 +210,22 @@ def _first_difference(a, b):
     return next(i for i, (key, _, digest) in enumerate(a) if digests.get(key) != digest)
 
 
-def test_diff_names_the_first_differing_image_of_two_test_runs(eval_runs, tmp_path):
+def test_diff_names_the_first_differing_image_of_two_test_runs(eval_runs, tested, tmp_path,
+                                                               capsys):
     base = eval_runs.get('base')
-    config, ckpt = eval_runs.config('base'), checkpoint(base, 'epoch_3.pth')
-    a = run_test(config, ckpt, str(tmp_path / 'a'))
+    config, ckpt, runs = tested
+    a_dir, a = runs[1]
     b = run_test(config, ckpt, str(tmp_path / 'b'), '--cfg-options',
                  'model.test_cfg.score_thr=0.2')
     at = _first_difference(a, b)
     key, name, _ = a[at]
-    code, out = diff(str(tmp_path / 'a'), str(tmp_path / 'b'))
+    code, out = diff(capsys, a_dir, str(tmp_path / 'b'))
     assert code == 1, out
     assert (f'verdict: same weights, different predictions (first differing image: image '
             f'{at + 1} in dataset order ({name}, img_id {key})): the evaluation settings '
             'that differ: config.model.test_cfg.score_thr') in out, out
     other = run_test(config, checkpoint(base, 'epoch_2.pth'), str(tmp_path / 'c'))
-    code, out = diff(str(tmp_path / 'a'), str(tmp_path / 'c'))
+    code, out = diff(capsys, a_dir, str(tmp_path / 'c'))
     at = _first_difference(a, other)
     assert code == 1, out
     assert (f'verdict: different predictions (first differing image: image {at + 1} in '
@@ -212,7 +233,7 @@ def test_diff_names_the_first_differing_image_of_two_test_runs(eval_runs, tmp_pa
             'checkpoints differ, so the difference is in training') in out, out
 
 
-def test_diff_says_same_weights_different_validation(data_root, tmp_path):
+def test_diff_says_same_weights_different_validation(data_root, tmp_path, capsys):
     config = write_config(str(tmp_path / 'cfg' / 'cfg.py'), 'retinanet', data_root,
                           num_workers=0, validate=True, max_epochs=1)
     run_train(config, str(tmp_path / 'a'), env=THREADS)
@@ -221,7 +242,7 @@ def test_diff_says_same_weights_different_validation(data_root, tmp_path):
     a, b = evaluations(str(tmp_path / 'a')), evaluations(str(tmp_path / 'b'))
     at = _first_difference(a[('val', 8)], b[('val', 8)])
     key, name, _ = a[('val', 8)][at]
-    code, out = diff(str(tmp_path / 'a'), str(tmp_path / 'b'))
+    code, out = diff(capsys, str(tmp_path / 'a'), str(tmp_path / 'b'))
     assert code == 1, out
     assert 'weights: identical' in out, out
     assert (f'verdict: same weights, different validation after iteration 8 (first '
@@ -229,24 +250,24 @@ def test_diff_says_same_weights_different_validation(data_root, tmp_path):
             'difference is in evaluation') in out, out
 
 
-def test_check_against_a_test_run_tests_the_same_checkpoint_here(eval_runs, tmp_path):
+def test_check_against_a_test_run_tests_the_same_checkpoint_here(eval_runs, tested, tmp_path,
+                                                                 capsys, monkeypatch):
     base = eval_runs.get('base')
-    config, ckpt = eval_runs.config('base'), checkpoint(base, 'epoch_3.pth')
-    run_test(config, ckpt, str(tmp_path / 'baseline'))
+    _, ckpt, runs = tested
+    baseline = runs[1][0]
+    monkeypatch.chdir(RUN_CWD)  # where the baseline was tested
+    monkeypatch.setenv('OMP_NUM_THREADS', THREADS['OMP_NUM_THREADS'])  # the baseline's
 
     def check(*args):
-        return subprocess.run([sys.executable, osp.join(REPO, 'tools', 'check_repro.py'),
-                               '--against', str(tmp_path / 'baseline'), *args], cwd=RUN_CWD,
-                              capture_output=True, text=True, timeout=600,
-                              env={**os.environ, **THREADS})
+        return run_main(check_main, capsys, '--against', baseline, *args)
 
-    proc = check('--from', ckpt, '--work-dir', str(tmp_path / 'here'))
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    assert 'verdict: identical predictions (8 images, bit for bit) and metrics' in proc.stdout
-    other = check('--from', checkpoint(base, 'epoch_2.pth'), '--work-dir',
-                  str(tmp_path / 'other'))
-    assert other.returncode == 1, other.stdout + other.stderr[-3000:]
+    code, out, err = check('--from', ckpt, '--work-dir', str(tmp_path / 'here'))
+    assert code == 0, out + err[-3000:]
+    assert 'verdict: identical predictions (8 images, bit for bit) and metrics' in out
+    code, out, err = check('--from', checkpoint(base, 'epoch_2.pth'), '--work-dir',
+                           str(tmp_path / 'other'))
+    assert code == 1, out + err[-3000:]
     assert ('verdict: a different checkpoint (before testing): the baseline tested other '
             'weights; give the checkpoint the baseline tested, or compare the training runs'
-            ) in other.stdout
+            ) in out
     assert not (tmp_path / 'other').exists()  # refused before testing

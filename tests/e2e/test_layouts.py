@@ -2,7 +2,8 @@
 
 Real mmdet RetinaNet and Faster R-CNN on the tiny COCO data with MMDetection's data
 config (``DefaultSampler`` + ``AspectRatioBatchSampler``) and a warmup in iterations;
-1 epoch of global batch 4 (4 optimizer steps). Ranks run on CPU over gloo.
+1 epoch of global batch 4 (4 optimizer steps; the session's ``layout_runs``, which
+test_check_against.py shares). Ranks run on CPU over gloo.
 """
 import glob
 import os.path as osp
@@ -16,11 +17,6 @@ from mmrepro.record.run_record import find_log_dir
 from mmrepro.trace import TRACE_NAME, read_trace
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope='module')
-def layout_runs(tmp_path_factory, data_root):
-    return LayoutRuns(str(tmp_path_factory.mktemp('layouts')), data_root, max_epochs=1)
 
 
 def test_one_process_and_two_ranks_train_on_the_same_samples(layout_runs):

@@ -58,7 +58,11 @@ def reference(albu_runs):
 
 
 @ALSO_ON_FLOOR
+@pytest.mark.full
 def test_a_rerun_is_bitwise(albu_runs, reference):
+    """Full tier: a second proof of what ``test_two_workers_are_bitwise`` proves: a run in
+    another process (with 2 loader workers) ends with the reference's weights, which it
+    could not if a rerun's draws differed."""
     rerun = albu_runs.get('retinanet', '1x2acc2', ALBU, '-w0-rerun')
     assert state_digest(checkpoint(rerun)) == state_digest(checkpoint(reference))
 

@@ -13,10 +13,9 @@ import pytest
 import torch
 from support.cli import PNG_SIGNATURE, run_main
 from support.doc_examples import assert_shows
-from support.repro_utils import RUN_CWD, TESTS, pythonpath, run_log, run_train, write_config
+from support.repro_utils import TESTS, pythonpath, run_log, run_train, write_config
 
 from mmrepro.checks.run_data import load_run
-from mmrepro.cli.check_repro import main as check_main
 from mmrepro.cli.diff_plot import plot_losses, run_curves
 from mmrepro.cli.repro_diff import SETTINGS_DIFFER, main
 from mmrepro.cli.weights_digest import main as digest_main
@@ -342,18 +341,15 @@ def test_a_teammates_run_with_other_workers_matches_the_bundle_exit_0(runs, tmp_
 
 
 @pytest.mark.slow
-def test_a_checks_own_run_matches_its_baseline_and_plots_alike(runs, tmp_path, capsys,
-                                                              monkeypatch):
-    """``mmrepro-check --against`` trains steps 1..8 traced at every step, with its own
-    hooks and without validation; its work dir compared with the baseline is identical,
-    and the plot draws both runs at every logged iteration."""
+def test_a_checks_own_run_matches_its_baseline_and_plots_alike(runs, base_checked, tmp_path,
+                                                              capsys):
+    """``mmrepro-check --against`` (the session's ``base_checked``) trains steps 1..8 traced
+    at every step, with its own hooks and without validation; its work dir compared with
+    the baseline is identical, and the plot draws both runs at every logged iteration."""
     baseline = runs.get('retinanet', 'base')
-    monkeypatch.chdir(RUN_CWD)  # where the baseline trained: the same code.git (none)
-    config = runs.config('retinanet', 'base')
-    assert check_main([config, '--against', baseline, '--work-dir',
-                       str(tmp_path / 'check')]) == 0
-    capsys.readouterr()
-    mine, png = str(tmp_path / 'check' / 'against'), str(tmp_path / 'losses.png')
+    check_dir, code, out = base_checked
+    assert code == 0, out
+    mine, png = osp.join(check_dir, 'against'), str(tmp_path / 'losses.png')
     code, out, _ = _diff(capsys, baseline, mine, '--plot', png)
     assert code == 0, out
     assert 'run records: identical (every setting that can change training)\n' in out, out
