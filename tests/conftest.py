@@ -94,6 +94,8 @@ def base_checked(tmp_path_factory, runs):
             with pytest.MonkeyPatch.context() as patch, \
                     contextlib.redirect_stdout(io.StringIO()) as out:
                 patch.chdir(RUN_CWD)  # where the baseline trained: the same code.git (none)
+                # a teammate's shell: an in-process Runner of another test may have set it
+                patch.delenv('PYTHONHASHSEED', raising=False)
                 code = main([runs.config('retinanet', 'base'), '--against', baseline,
                              '--work-dir', work_dir])
             with open(printed, 'w') as f:

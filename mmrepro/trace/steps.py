@@ -21,6 +21,7 @@ the same for every process layout with the same global batch (ranks, per-rank ba
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict, List, Optional, Tuple
 
 from torch import nn
@@ -70,7 +71,7 @@ class StepRecorder:
         self._grad_sketches: Dict[str, Any] = {}
         self._active = self._sketch = False
         hook = outside_graphs(self._before_step) if compiled else self._before_step
-        self._handles = [optimizer.register_step_pre_hook(hook)
+        self._handles = [_InstanceStepHook(optimizer, hook)
                          for optimizer in _optimizers(optim_wrapper)]
 
     def begin(self, step: int) -> None:
@@ -123,6 +124,39 @@ class StepRecorder:
             if self._sketch:
                 self._grad_sketches = {name: sketch(grad) for name, grad in named
                                        if grad.is_floating_point()}
+
+
+class _InstanceStepHook:
+    """``hook(optimizer, args, kwargs)`` before each ``optimizer.step``, from a wrapper of
+    the instance's ``step``: the first time a process compiles, torch 2.1's dynamo takes
+    the hook-calling wrapper off every optimizer class's ``step`` (its ``TorchPatcher``),
+    so a hook registered with ``register_step_pre_hook`` is never called after that in
+    the process, a compiled run's included. Schedulers wrap the instance's ``step`` too;
+    :meth:`remove` restores it where it is still this wrapper, and makes the wrapper a
+    pass-through otherwise."""
+
+    def __init__(self, optimizer: Any, hook: Any) -> None:
+        self.optimizer, self.hook, self.active = optimizer, hook, True
+        self.own = 'step' in vars(optimizer)  # an instance's own step (a scheduler's wrapper)
+        original = optimizer.step
+
+        @functools.wraps(original)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            if self.active:
+                self.hook(optimizer, args, kwargs)
+            return original(*args, **kwargs)
+
+        self.original, self.wrapper = original, step
+        optimizer.step = step
+
+    def remove(self) -> None:
+        """Stop calling the hook (and unwrap ``step`` where nothing wrapped it since)."""
+        self.active = False
+        if vars(self.optimizer).get('step') is self.wrapper:
+            if self.own:
+                self.optimizer.step = self.original
+            else:
+                del self.optimizer.step  # the class's step again
 
 
 def _optimizers(optim_wrapper: Any) -> List[Any]:

@@ -84,7 +84,10 @@ def test_apply_settings_sets_inductor_config():
         config.fallback_random = before
 
 
-def test_record_section():
+def test_record_section(monkeypatch):
+    from torch._inductor import config
+    if hasattr(config, 'deterministic'):  # torch's default: a deterministic compiled run
+        monkeypatch.setattr(config, 'deterministic', False)  # earlier in this process sets it
     assert C.compile_record(None) == dict(enabled=False)
     section = C.compile_record(dict(backend='aot_eager', dynamic=False))
     assert section['enabled'] is True and section['backend'] == 'aot_eager'

@@ -65,12 +65,12 @@ def test_only_traced_steps_are_read_and_close_removes_the_hook():
     model = _model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     recorder = StepRecorder(model, OptimWrapper(optimizer), rank=0, world_size=1)
-    assert len(optimizer._optimizer_step_pre_hooks) == 1
+    assert 'step' in vars(optimizer)  # the instance's step wrapped
     _loss(model).backward()
     optimizer.step()  # not begun: not a traced step
     assert recorder.finish(1)[1] is None
     recorder.close()
-    assert len(optimizer._optimizer_step_pre_hooks) == 0
+    assert 'step' not in vars(optimizer)  # the class's step again
     recorder.begin(2)
     optimizer.step()
     assert recorder.finish(2)[1] is None  # the hook is gone
@@ -102,3 +102,21 @@ def test_only_the_early_steps_hold_sketches():
         assert grads is not None  # digested either way
         assert ('sketch' in fields) == (step == SKETCHED_STEPS)
     recorder.close()
+
+
+def test_a_compiled_runs_recorder_reads_the_step_after_dynamo_unhooks_optimizers():
+    """In a compiled run the recorder wraps the optimizer instance's ``step`` (torch 2.1's
+    dynamo unhooks the classes the first time a process compiles); ``close`` unwraps it."""
+    torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2))  # dynamo's patches run
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    wrapper = OptimWrapper(optimizer)
+    recorder = StepRecorder(model, wrapper, rank=0, world_size=1, compiled=True)
+    reference = _model()
+    _loss(reference).backward()
+    expected = {n: T.to_hex(T.tensor_digest(p.grad)) for n, p in reference.named_parameters()}
+    recorder.begin(1)
+    wrapper.update_params(_loss(model))
+    assert _hexes(recorder.finish(1)[1]) == expected
+    recorder.close()
+    assert 'step' not in optimizer.__dict__  # the class's step again
