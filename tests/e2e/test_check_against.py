@@ -101,9 +101,16 @@ def test_a_seedless_config_is_stopped_before_training_and_never_called_reproduce
                         f'config has none, so a real run draws a new one\nnext: {fix}\n')
 
 
+@pytest.mark.full
 def test_a_nondeterministic_config_is_never_called_reproduced(runs, tmp_path, capsys):
     """Its first step can agree bit for bit here; real runs in nondeterministic mode may
-    not (the check trains it only with --go-on: the randomness settings differ)."""
+    not (the check trains it only with --go-on: the randomness settings differ).
+
+    Full tier, a second proof of a nondeterministic config never called reproduced, which
+    CI's default run proves in
+    ``test_check_repro.py::test_a_seedless_config_is_not_reproducible_though_its_runs_agree``
+    and this module's seedless case (the same refusal of settings that differ).
+    """
     baseline = runs.get('retinanet', 'base')
     code, out, _ = _check(capsys, _base_config(runs), '--against', baseline, '--go-on',
                           '--iters', '1', '--cfg-options', 'randomness.deterministic=False',
@@ -138,8 +145,13 @@ def test_from_a_checkpoint_to_the_next_traced_step_against_a_bundle(runs, tmp_pa
             'optimizer step(s)') in out
 
 
+@pytest.mark.full
 def test_another_thread_count_is_named_and_judged_within_rounding(runs, tmp_path, capsys,
                                                                  monkeypatch):
+    """Full tier, a second proof of the thread count named and judged within rounding, which
+    CI's default run proves in
+    ``test_repro_diff.py::test_thread_count_is_a_numeric_difference_within_rounding`` (the
+    same judge)."""
     baseline = runs.get('retinanet', 'base')
     threads = load_run_record(baseline)[0]['devices']['torch_threads']
     monkeypatch.setenv('OMP_NUM_THREADS', '1' if threads > 1 else '2')
@@ -166,8 +178,12 @@ def test_another_thread_count_is_named_and_judged_within_rounding(runs, tmp_path
     assert 'rounding envelope' not in out  # nothing to judge: no envelope is trained
 
 
+@pytest.mark.full
 def test_an_edited_annotation_file_is_named_before_and_after_training(data_root, tmp_path,
                                                                       capsys):
+    """Full tier, a second proof of an edited annotation named as a data difference, which CI's
+    default run proves in
+    ``test_repro_diff.py::test_changed_annotation_is_a_data_difference``."""
     data = str(tmp_path / 'data')
     shutil.copytree(data_root, data)
     config = write_config(str(tmp_path / 'cfg' / 'retinanet.py'), 'retinanet', data,
@@ -199,11 +215,17 @@ def test_an_edited_annotation_file_is_named_before_and_after_training(data_root,
     assert out.endswith(f'\nnext: {fix}\n')
 
 
+@pytest.mark.full
 def test_two_ranks_and_one_process_accumulating_reproduce_each_other(tmp_path_factory,
                                                                      layout_runs, capsys,
                                                                      monkeypatch):
     """A 2 ranks x 2 baseline (test_layouts.py's), checked from 1 process
-    (accumulative_counts set to 2)."""
+    (accumulative_counts set to 2).
+
+    Full tier, a second proof of 2 ranks and 1 process accumulating train alike, which CI's
+    default run proves in
+    ``test_layouts.py::test_accumulation_reproduces_two_ranks_bit_for_bit``.
+    """
     baseline = layout_runs.get('retinanet', '2x2')
     config = osp.join(layout_runs.root, 'cfg-retinanet-2x2', 'cfg.py')
     monkeypatch.setenv('PYTHONPATH', pythonpath(osp.join(REPO, 'tests')))

@@ -130,9 +130,13 @@ def test_a_seedless_config_is_not_reproducible_though_its_runs_agree(data_root, 
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_nondeterministic_mode_is_not_reproducible_though_its_runs_agree(data_root,
                                                                           tmp_path,
                                                                           check_repro):
+    """Full tier, a second proof that runs which agree without being reproducible are never
+    called so, which CI's default run proves in
+    ``test_a_seedless_config_is_not_reproducible_though_its_runs_agree``."""
     config = write_config(str(tmp_path / 'cfg' / 'fast.py'), 'retinanet', data_root,
                           num_workers=0, extra='randomness = dict(_delete_=True, seed=0)\n')
     code, out, err = check_repro(config, '--iters', '1', '--work-dir', str(tmp_path / 'check'))
@@ -149,11 +153,17 @@ def test_nondeterministic_mode_is_not_reproducible_though_its_runs_agree(data_ro
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_a_config_without_mmrepro_is_reproducible_only_with_mmrepro_train(data_root,
                                                                           tmp_path,
                                                                           check_repro):
     """The check (like mmrepro-train) enables mmrepro; MMDetection's tools/train.py would
-    not, so the result says which tool and how to enable it in the config."""
+    not, so the result says which tool and how to enable it in the config.
+
+    Full tier, a second proof that the check enables mmrepro as mmrepro-train does, which
+    CI's default run proves in
+    ``test_reproducible_detector_passes_rerun_resume_and_workers_checks``.
+    """
     config = write_config(str(tmp_path / 'cfg' / 'plain.py'), 'retinanet', data_root,
                           num_workers=0, extra=WITHOUT_MMREPRO)
     code, out, err = check_repro(config, '--iters', '1', '--work-dir', str(tmp_path / 'check'))

@@ -199,8 +199,15 @@ def test_inductors_accumulating_index_put_uses_no_atomics_in_deterministic_mode(
     assert atomics('cpu') == ['deterministic', 'False', 'default', 'True']
 
 
+@pytest.mark.full
 def test_two_ranks_compiled_resume_mid_epoch_exactly(compiled, tmp_path):
-    """Global batch 8 on 2 ranks of 4: 4 iterations per epoch, iteration 6 mid-epoch."""
+    """Global batch 8 on 2 ranks of 4: 4 iterations per epoch, iteration 6 mid-epoch.
+
+    Full tier, a second proof of 2 ranks, which CI's default run proves in
+    ``test_distributed.py`` (eager); compiled resume:
+    ``test_inductor_resume_is_bitwise_and_its_settings_are_recorded`` and the check's
+    resumed run.
+    """
     config = compiled.config('dist', compile_line=AOT_EAGER, workers=1, batch=4)
     base = str(tmp_path / 'dist')
     assert 'Model has been "compiled"' in dist_train(config, base)

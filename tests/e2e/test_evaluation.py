@@ -188,9 +188,16 @@ def test_a_test_rerun_is_identical(tested, tmp_path):
     assert run_test(config, ckpt, str(tmp_path / 'again')) == runs[1][1]
 
 
+@pytest.mark.full
 def test_mmengines_test_loop_on_two_ranks_changes_predictions(eval_runs, tmp_path):
     """The control: on 2 ranks MMEngine's loop batches other images together (its
-    ``DefaultSampler`` deals out images, not batches), and their padding differs."""
+    ``DefaultSampler`` deals out images, not batches), and their padding differs.
+
+    Full tier, a second proof of the control of MMEngine's behaviour; ours, which CI's
+    default run proves in
+    ``test_test_runs_identical_across_reruns_workers_and_ranks_batch_2_and_1``, and the log
+    line for another loop in ``tests/unit/runner/test_evaluation.py``.
+    """
     base = eval_runs.get('base')
     config, ckpt = eval_runs.config('base'), checkpoint(base, 'epoch_2.pth')
     plain = str(tmp_path / 'plain.py')  # custom_imports are read when a config file loads
@@ -233,7 +240,10 @@ def test_diff_names_the_first_differing_image_of_two_test_runs(eval_runs, tested
             'checkpoints differ, so the difference is in training') in out, out
 
 
+@pytest.mark.full
 def test_diff_says_same_weights_different_validation(data_root, tmp_path, capsys):
+    """Full tier, a second proof of the diff's evaluation verdicts, which CI's default run
+    proves in ``test_diff_names_the_first_differing_image_of_two_test_runs``."""
     config = write_config(str(tmp_path / 'cfg' / 'cfg.py'), 'retinanet', data_root,
                           num_workers=0, validate=True, max_epochs=1)
     run_train(config, str(tmp_path / 'a'), env=THREADS)

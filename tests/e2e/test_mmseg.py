@@ -77,9 +77,14 @@ def test_resume_mid_run_is_byte_identical(seg_runs, tmp_path):
     assert resumed == losses(train_log(runs['base']))[6:]
 
 
+@pytest.mark.full
 def test_check_repro_passes(seg_runs, tmp_path):
     """The tool on an MMSegmentation config (its rerun; the fixture's runs above prove
-    num_workers and resume for MMSegmentation, and the tool's checks run on MMDetection)."""
+    num_workers and resume for MMSegmentation, and the tool's checks run on MMDetection).
+
+    Full tier, a second proof of the check on a config, which CI's default run proves in
+    ``test_check_repro.py::test_reproducible_detector_passes_rerun_resume_and_workers_checks``.
+    """
     _, configs = seg_runs
     proc = subprocess.run(
         [sys.executable, osp.join(REPO, 'tools', 'check_repro.py'), configs[0], '--iters',

@@ -175,8 +175,11 @@ randomness = dict(warn_only=True)  # the noise calls put_, which deterministic m
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_divergence_after_the_last_traced_iteration_is_not_identical(data_root, tmp_path,
                                                                      capsys):
+    """Full tier, a second proof of a divergence found from the scalars logs, which CI's
+    default run proves in ``test_without_traces_the_scalars_logs_give_the_divergence``."""
     config = write_config(str(tmp_path / 'cfg' / 'late.py'), 'retinanet', data_root,
                           num_workers=0, extra=LATE)
     env = {'PYTHONPATH': pythonpath(TESTS),
@@ -305,8 +308,14 @@ def test_plot_is_a_png_with_both_curves(diff_runs, capsys, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_a_resumed_work_dir_is_compared_whole(data_root, tmp_path, capsys):
-    """Stopped after iteration 2 and resumed in the same work dir: both log dirs count."""
+    """Stopped after iteration 2 and resumed in the same work dir: both log dirs count.
+
+    Full tier, a second proof of a resumed run's log dirs joined, which CI's default run
+    proves in
+    ``test_evaluation.py::test_resumed_two_rank_run_validates_as_the_uninterrupted_one``.
+    """
     config = write_config(str(tmp_path / 'cfg' / 'resumable.py'), 'retinanet', data_root,
                           num_workers=0, extra=TRACED + 'default_hooks = dict(checkpoint='
                           'dict(interval=1))\n' + INFINITE)

@@ -44,8 +44,12 @@ def scaled(tmp_path_factory, data_root):
     return dict(ext=ext, config=config, baseline=baseline)
 
 
+@pytest.mark.full
 def test_a_neck_scaled_where_no_record_looks_differs_beyond_rounding(scaled, tmp_path, capsys,
                                                                      monkeypatch):
+    """Full tier, a second proof of a difference beyond rounding is never equivalent, which
+    CI's default run proves in
+    ``test_rounding.py::test_an_lr_higher_by_a_thousandth_is_never_equivalent``."""
     (scaled['ext'] / 'neck_scale.py').write_text('SCALE = 1.0 + 1e-3\n')  # the teammate's
     monkeypatch.setenv('PYTHONPATH', pythonpath(str(scaled['ext'])))  # the runs'
     monkeypatch.syspath_prepend(str(scaled['ext']))  # the config, read here
