@@ -122,7 +122,6 @@ def tested(eval_runs, tmp_path_factory):
     return config, ckpt, runs
 
 
-@pytest.mark.floor
 def test_two_rank_validation_with_batchnorm_training_equals_the_checkpoint(eval_runs,
                                                                             tested):
     base = eval_runs.get('base')

@@ -82,7 +82,11 @@ def test_two_ranks_resumed_mid_epoch_as_one_process_accumulating_ends_bit_for_bi
     assert state_digest(checkpoint(resumed)) == state_digest(checkpoint(ranks))
 
 
+@pytest.mark.full
 def test_two_ranks_resumed_as_four_ranks_train_on_the_same_samples(two_epochs):
+    """Full tier, a second proof of a resume into another process layout, which CI's
+    default run proves bit for bit in
+    ``test_two_ranks_resumed_mid_epoch_as_one_process_accumulating_ends_bit_for_bit``."""
     """2 x 2 resumed as 4 x 1: the same sample digests at every step after the resume."""
     ranks = two_epochs.get('retinanet', '2x2', MID_EPOCH, '-mid')
     four = two_epochs.get('retinanet', '4x1', MID_EPOCH, '-from-2x2',

@@ -73,7 +73,6 @@ def test_two_workers_are_bitwise(albu_runs, reference):
     assert state_digest(checkpoint(workers)) == state_digest(checkpoint(reference))
 
 
-@ALSO_ON_FLOOR
 def test_two_ranks_and_a_mid_epoch_resume_are_bitwise(albu_runs, reference):
     """2 ranks x 2 (2 workers each), and that run resumed mid-epoch as 1 x 2 x 2."""
     ranks = albu_runs.get('retinanet', '2x2', ALBU, '-w2', num_workers=2)

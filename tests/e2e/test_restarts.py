@@ -81,7 +81,6 @@ def test_torchrun_restarts_after_each_rank_is_killed(restart_root, data_root, un
     assert _final(work_dir) == uninterrupted
 
 
-@pytest.mark.floor
 def test_torchrun_restart_after_a_kill_during_a_save(restart_root, data_root, uninterrupted):
     work_dir = _restarted(restart_root, data_root, 'in-save', IN_SAVE, restarts=1)
     with open(osp.join(work_dir, 'killed-attempt0-rank0-save6')) as f:

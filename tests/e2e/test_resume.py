@@ -62,7 +62,8 @@ def test_mid_epoch_resume_numbers_batches_like_the_original(runs, tmp_path):
     assert first['iter'] == 11 and first['epoch'] == 2
 
 
-@pytest.mark.parametrize('name', ['iter_8.pth', 'iter_16.pth'])
+@pytest.mark.parametrize('name', [  # iter_16: the full tier, a second iteration-loop case
+    'iter_8.pth', pytest.param('iter_16.pth', marks=pytest.mark.full)])
 def test_iteration_loop_resume_is_exact(runs, tmp_path, name):
     base = runs.get('retinanet', 'iterloop', extra=ITER_LOOP)
     work_dir, out = _resume(runs, tmp_path, 'retinanet', checkpoint(base, name),
