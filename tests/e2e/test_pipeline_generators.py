@@ -73,8 +73,14 @@ def test_two_workers_are_bitwise(albu_runs, reference):
     assert state_digest(checkpoint(workers)) == state_digest(checkpoint(reference))
 
 
+@pytest.mark.full
 def test_two_ranks_and_a_mid_epoch_resume_are_bitwise(albu_runs, reference):
-    """2 ranks x 2 (2 workers each), and that run resumed mid-epoch as 1 x 2 x 2."""
+    """2 ranks x 2 (2 workers each), and that run resumed mid-epoch as 1 x 2 x 2.
+
+    Full tier, a second proof of Albu's generators keyed per sample, which CI's default
+    run proves across loader workers (``test_two_workers_are_bitwise``); the keys do not
+    depend on the rank (``test_layouts.py``).
+    """
     ranks = albu_runs.get('retinanet', '2x2', ALBU, '-w2', num_workers=2)
     assert state_digest(checkpoint(ranks)) == state_digest(checkpoint(reference))
     resumed = albu_runs.get('retinanet', '1x2acc2', ALBU, '-resumed',

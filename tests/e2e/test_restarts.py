@@ -81,7 +81,11 @@ def test_torchrun_restarts_after_each_rank_is_killed(restart_root, data_root, un
     assert _final(work_dir) == uninterrupted
 
 
+@pytest.mark.full
 def test_torchrun_restart_after_a_kill_during_a_save(restart_root, data_root, uninterrupted):
+    """Full tier, a second proof of a kill during a save, which CI's default run proves in
+    ``test_atomic_save.py::test_kill_during_a_save_then_resume_is_exact``, under torchrun's
+    restart (``test_torchrun_restarts_after_each_rank_is_killed``)."""
     work_dir = _restarted(restart_root, data_root, 'in-save', IN_SAVE, restarts=1)
     with open(osp.join(work_dir, 'killed-attempt0-rank0-save6')) as f:
         assert osp.basename(f.readline().strip()).startswith('.iter_6.pth.')

@@ -99,7 +99,8 @@ custom_hooks = [dict(type='ReproducibilityHook'),
 KILLS = {1: (9, ['epoch_1.pth']), 2: (13, ['epoch_1.pth', 'iter_10.pth'])}
 
 
-@pytest.mark.parametrize('kill_after', [pytest.param(1, marks=pytest.mark.floor), 2])
+@pytest.mark.parametrize('kill_after', [  # 2: the full tier, a second kill point
+    pytest.param(1, marks=pytest.mark.floor), pytest.param(2, marks=pytest.mark.full)])
 def test_sigkill_then_resume_auto_is_exact(runs, tmp_path, kill_after):
     """Kill -9 once `kill_after` checkpoints exist, then `--resume` in the same work_dir.
 
