@@ -27,6 +27,10 @@ if not torch.cuda.is_available():
 # albumentations asks PyPI for a newer release at every import (every training process
 # with Albu); the tests stay off the network.
 os.environ.setdefault('NO_ALBUMENTATIONS_UPDATE', '1')
+# Inductor compiles its C++ kernels in the compiling process, not in a pool of forked
+# workers: a fork from a process whose threads hold locks can stall for minutes on 2
+# cores. The generated kernels are the same either way.
+os.environ.setdefault('TORCHINDUCTOR_COMPILE_THREADS', '1')
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))  # the support package
 from support.layout_runs import LayoutRuns
 from support.run_cache import RunCache, once

@@ -2,8 +2,9 @@
 # The test command: set up both test environments (idempotent), then run
 #   - the current stack (torch 2.13, .venv): the whole suite;
 #   - the floor stack (torch 2.1.2, .venv-floor): the quick subset plus the tests
-#     marked `floor` (real RetinaNet / Faster R-CNN: rerun, num_workers, mid-epoch
-#     resume, kill + resume, MMDetection's own tools/train.py, pip install).
+#     marked `floor` (real RetinaNet: rerun, num_workers; RetinaNet and Faster R-CNN:
+#     mid-epoch resume; kill + resume, 2 ranks, MMDetection's own tools/train.py,
+#     pip install).
 # Tests marked `full` (second proofs and sweeps: the support matrix's zoo, each
 # codebase's every layout) run only with TIER=full; CI runs the default tier.
 # Extra arguments go to pytest on both stacks (a -m given here replaces the selection).

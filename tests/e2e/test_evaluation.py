@@ -140,7 +140,13 @@ def test_two_rank_validation_with_batchnorm_training_equals_the_checkpoint(eval_
     assert logged['predictions_sha256'] == record['evaluation'][0]['predictions_sha256']
 
 
+@pytest.mark.full
 def test_weights_and_validations_bitwise_across_num_workers(eval_runs, capsys):
+    """Full tier, a second proof: the default run proves predictions independent of
+    ``num_workers`` on this checkpoint's test runs
+    (``test_test_runs_identical_across_reruns_workers_and_ranks_batch_2_and_1``: 2 and 0
+    workers) and weights independent of it in ``test_data_randomness.py``; a
+    validation is a test of the weights it follows."""
     base, workers0 = eval_runs.get('base'), eval_runs.get('workers0', num_workers=0)
     assert state_digest(checkpoint(base)) == state_digest(checkpoint(workers0))
     assert evaluations(workers0) == evaluations(base)

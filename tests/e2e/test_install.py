@@ -135,13 +135,42 @@ def test_install_changes_none_of_the_users_packages(user_env):
     assert {k: after[k] for k in KEPT} == {k: before[k] for k in KEPT}
 
 
+#: Every console script the wheel installs, and a word of its ``--help``.
+CONSOLE_SCRIPTS = {'mmrepro-train': '--seed', 'mmrepro-check': '--resume-check',
+                   'mmrepro-diff': '--plot', 'mmrepro-matrix': '--families',
+                   'mmrepro-demo-data': '--num-train', 'mmrepro-digest': 'CHECKPOINT',
+                   'mmrepro-bundle': '--weights', 'mmrepro-test': '--launcher'}
+
+#: Calls every installed ``mmrepro-*`` console script's entry point as its script does
+#: (``sys.exit(main())`` with ``sys.argv = [name, '--help']``), in one interpreter.
+ENTRY_POINTS = """
+import contextlib, io, json, sys
+from importlib.metadata import entry_points
+helps = {}
+for point in entry_points(group='console_scripts'):
+    if point.name.startswith('mmrepro-'):
+        sys.argv, out = [point.name, '--help'], io.StringIO()
+        with contextlib.redirect_stdout(out):
+            try:
+                sys.exit(point.load()())
+            except SystemExit as stop:
+                code = stop.code
+        helps[point.name] = [code, out.getvalue()]
+print(json.dumps(helps))
+"""
+
+
 def test_console_scripts_and_module_entry_points(user_env):
-    for script, word in (('mmrepro-train', '--seed'), ('mmrepro-check', '--resume-check'),
-                         ('mmrepro-diff', '--plot'), ('mmrepro-matrix', '--families'),
-                         ('mmrepro-demo-data', '--num-train'),
-                         ('mmrepro-digest', 'CHECKPOINT'), ('mmrepro-bundle', '--weights')):
-        out = _run(osp.join(user_env['bin'], script), '--help', cwd=user_env['outside'])
-        assert word in out.stdout, (script, out.stdout[:500])
+    """One script runs as its executable (the wrappers pip writes are alike); every
+    script's entry point answers ``--help`` in one interpreter of the user environment."""
+    out = _run(osp.join(user_env['bin'], 'mmrepro-diff'), '--help', cwd=user_env['outside'])
+    assert CONSOLE_SCRIPTS['mmrepro-diff'] in out.stdout, out.stdout[:500]
+    helps = json.loads(_run(user_env['python'], '-c', ENTRY_POINTS,
+                            cwd=user_env['outside']).stdout.splitlines()[-1])
+    assert sorted(helps) == sorted(CONSOLE_SCRIPTS)
+    for script, word in CONSOLE_SCRIPTS.items():
+        code, text = helps[script]
+        assert code in (0, None) and word in text, (script, code, text[:500])
     out = _run(user_env['python'], '-m', 'mmrepro.cli.train', '--help',
                cwd=user_env['outside'])
     assert '--deterministic' in out.stdout
@@ -311,17 +340,15 @@ def test_install_beside_an_older_mmengine_and_mmdet_changes_neither(old_env):
 
 
 @pytest.mark.slow
-def test_older_stack_reruns_and_resumes_mid_epoch_exactly(old_env, tmp_path, monkeypatch,
-                                                          data_root):
+def test_older_stack_resumes_mid_epoch_exactly(old_env, tmp_path, monkeypatch, data_root):
     """MMDetection's own tools/train.py of the older release, on a config that inherits
-    ``mmrepro::_base_/repro_runtime.py``: a rerun and a resume from iteration 10 (an
-    epoch's middle) end with the same weights, byte for byte."""
+    ``mmrepro::_base_/repro_runtime.py``: a resume from iteration 10 (an epoch's middle),
+    in a new process, ends with the uninterrupted run's weights, byte for byte."""
     config = _user_config(tmp_path, monkeypatch, data_root, max_epochs=2)
-    runs = {name: str(tmp_path / name) for name in ('full', 'rerun', 'resumed')}
+    runs = {name: str(tmp_path / name) for name in ('full', 'resumed')}
     out = _mmdet_train(old_env, config, runs['full'])
     assert 'mmrepro: the Runner is ReproRunner' in out  # runner_type, through RUNNERS
     assert 'mmrepro: added ReproducibilityHook to custom_hooks' in out
-    _mmdet_train(old_env, config, runs['rerun'])
     out = _mmdet_train(old_env, config, runs['resumed'], '--resume',
                        osp.join(runs['full'], 'iter_10.pth'))
     assert 'mmrepro: resumed RNG states and data position' in out

@@ -19,7 +19,11 @@ from mmrepro.trace import TRACE_NAME, read_trace
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.full
 def test_one_process_and_two_ranks_train_on_the_same_samples(layout_runs):
+    """Full tier, a second proof: the default run proves 1 process and 2 ranks see the
+    same samples, and more, in ``test_accumulation_reproduces_two_ranks_bit_for_bit`` (1
+    process accumulating 2 batches: the same sample stream and the same weights)."""
     one = stream(layout_runs.get('retinanet', '1x4'))
     assert len(one) == 16 and {step for step, *_ in one} == set(range(4))
     assert [(step, n) for step, _, n, _ in one[:4]] == [(0, 0), (0, 1), (0, 2), (0, 3)]
@@ -41,7 +45,11 @@ def test_accumulation_reproduces_two_ranks_bit_for_bit(layout_runs, model):
     assert state_digest(checkpoint(accumulated)) == state_digest(checkpoint(ranks))
 
 
+@pytest.mark.full
 def test_repro_diff_finds_the_same_data_and_names_the_layout(layout_runs, capsys):
+    """Full tier (it shares the 1 x 4 run above): the default run proves the verdict on
+    the same data in another layout in ``tests/unit/checks/diff/test_verdict.py``
+    (``test_same_data_on_another_layout_blames_the_layout_first``)."""
     code = repro_diff([layout_runs.get('retinanet', '1x4'), layout_runs.get('retinanet', '2x2'),
                        '--no-envelope'])  # the layout, not rounding, is the subject here
     out = capsys.readouterr().out
