@@ -1,4 +1,6 @@
 """mmrepro.trace.steps: which optimizer steps are traced, and the step recorder."""
+import copy
+
 import torch
 from mmengine.optim import OptimWrapper
 from torch import nn
@@ -120,3 +122,24 @@ def test_a_compiled_runs_recorder_reads_the_step_after_dynamo_unhooks_optimizers
     assert _hexes(recorder.finish(1)[1]) == expected
     recorder.close()
     assert 'step' not in optimizer.__dict__  # the class's step again
+
+
+def test_a_deep_copy_of_a_hooked_optimizer_steps_itself_without_the_hook():
+    """The copy (as EMA or SWA helpers make) updates its own parameters with its class's
+    ``step`` (an optimizer's state for copying holds its defaults, state and groups, not
+    the instance's wrapped ``step``); the original keeps its weights and its hook."""
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    recorder = StepRecorder(model, OptimWrapper(optimizer), rank=0, world_size=1)
+    twin = copy.deepcopy(optimizer)
+    assert 'step' in vars(optimizer) and twin.step.__func__ is torch.optim.SGD.step
+    before = [p.detach().clone() for p in model.parameters()]
+    copied = twin.param_groups[0]['params']
+    for param in copied:
+        param.grad = torch.ones_like(param)
+    recorder.begin(1)
+    twin.step()
+    assert recorder.finish(1)[1] is None  # the copy's step called no hook
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
+    assert all(torch.equal(p, b - 0.1) for p, b in zip(copied, before))
+    recorder.close()
