@@ -43,6 +43,8 @@ ITERS = SAMPLES // 2
 EPOCH_CHECKPOINT, MID_CHECKPOINT = 'epoch_1.pth', f'iter_{MID}.pth'
 #: What mmrepro logs when it restores a checkpoint's RNG states and data position.
 RESUMED = 'mmrepro: resumed RNG states and data position'
+#: The codebases whose ``tools/train.py`` resumes from the path given after ``--resume``.
+RESUME_TAKES_A_PATH = ('mmyolo', )
 
 
 def codebase_marks(model: str) -> pytest.MarkDecorator:
@@ -50,8 +52,9 @@ def codebase_marks(model: str) -> pytest.MarkDecorator:
     stack has no ``model``'s codebase."""
     codebase = CONFIGS[model][0]
     if codebase not in stack_codebases():
-        pytest.skip(f'{codebase} is not in this stack (tools/setup_env.sh installs the '
-                    f'codebases on the current stack: docs/install.md)', allow_module_level=True)
+        pytest.skip(f'{codebase} is not in this stack (tools/setup_env.sh installs '
+                    f'mmpretrain, mmpose and mmrotate on the current stack, MMYOLO on the '
+                    f'yolo stack: docs/install.md)', allow_module_level=True)
     return pytest.mark.slow
 
 
@@ -138,9 +141,13 @@ class CodebaseRuns:
         mmrepro's state and ends as the base run did (weights, and the losses of the
         iterations it trains from ``first_iter`` on)."""
         # `--resume` and `load_from`: each script's way to resume from a given checkpoint
-        # (mmrotate's, MMDetection's script, takes no path after --resume)
-        self.train(name, '--resume', '--cfg-options',
-                   f"load_from={checkpoint(self.train('base'), source)}")
+        # (mmrotate's, MMDetection's script, takes no path after --resume); MMYOLO's
+        # takes the path after --resume (alone, it empties load_from)
+        path = checkpoint(self.train('base'), source)
+        if CONFIGS[self.model][0] in RESUME_TAKES_A_PATH:
+            self.train(name, '--resume', path)
+        else:
+            self.train(name, '--resume', '--cfg-options', f'load_from={path}')
         assert RESUMED in self.output(name)
         digest, logged = self.final(name)
         base_digest, base_logged = self.final('base')

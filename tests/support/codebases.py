@@ -2,8 +2,8 @@
 each trains with its own ``tools/train.py`` (the one its package ships in ``.mim``).
 
 ``tools/setup_env.sh`` installs mmpretrain, mmpose and mmrotate (``mmrotate-dev``) on the
-current stack (:func:`stack_codebases`); MMYOLO waits for the floor to move to mmcv 2.0
-(docs/install.md), its config is kept here for then. Each config (:func:`write_config`)
+current stack, and MMYOLO on the yolo stack (the floor's packages under mmcv 2.0.1:
+docs/install.md) (:func:`stack_codebases`). Each config (:func:`write_config`)
 holds mmrepro's two lines (``custom_imports`` and ``randomness``) and trains a real model
 of the codebase's zoo, narrowed (:data:`NARROW_RESNET`), for :data:`EPOCHS` epochs of
 :data:`SAMPLES` samples in batches of 2 (no validation), on data derived from the tiny
@@ -107,15 +107,40 @@ train_pipeline = [
     roi_head=dict(bbox_roi_extractor=dict(out_channels=64),
                   bbox_head=dict(in_channels=64, fc_out_channels=256, num_classes=3)))
 {_ROTATED_PIPELINE}""", _ROTATED_DATA, ''),
-    # Kept for the floor's move to mmcv 2.0 (docs/install.md): not installed yet.
-    'yolov5': ('mmyolo', ['mmyolo::yolov5/yolov5_n-v61_syncbn_fast_8xb16-300e_coco.py'],
-               """model = dict(bbox_head=dict(head_module=dict(num_classes=3)))
-train_pipeline = [
-    dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
-    dict(type='mmdet.Resize', scale=(64, 64), keep_ratio=False),
-    dict(type='mmdet.PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape'))]
+    # YOLOv8-n (MMYOLO's zoo) at 64 pixels: Mosaic, YOLOv5RandomAffine and YOLOv5MixUp
+    # (each drawing other samples), HSV and flips; after epoch 1 its pipeline switch
+    # (MMDetection's PipelineSwitchHook) to letterboxed single images; its EMA
+    # (ExpMomentumEMA) and YOLOv5ParamSchedulerHook (warm-up) from its bases.
+    'yolov8': ('mmyolo', ['mmyolo::yolov8/yolov8_n_syncbn_fast_8xb16-500e_coco.py'],
+               """img_scale = (64, 64)
+# use_syncbn: MMYOLO's detector turns its BatchNorms into SyncBatchNorm on more than one
+# rank, which runs on GPUs only; the CPU ranks here keep BatchNorm.
+model = dict(use_syncbn=False, bbox_head=dict(head_module=dict(num_classes=3)),
+             train_cfg=dict(assigner=dict(num_classes=3)))
+load = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True)]
+mosaic_affine = [
+    dict(type='Mosaic', img_scale=img_scale, pad_val=114.0, pre_transform=load),
+    dict(type='YOLOv5RandomAffine', max_rotate_degree=0.0, max_shear_degree=0.0,
+         scaling_ratio_range=(0.5, 1.5), max_aspect_ratio=100, border=(-32, -32),
+         border_val=(114, 114, 114))]
+last = [dict(type='YOLOv5HSVRandomAug'), dict(type='mmdet.RandomFlip', prob=0.5),
+        dict(type='mmdet.PackDetInputs', meta_keys=(
+            'img_id', 'img_path', 'ori_shape', 'img_shape', 'flip', 'flip_direction'))]
+train_pipeline = [*load, *mosaic_affine,
+                  dict(type='YOLOv5MixUp', prob=0.5, pre_transform=[*load, *mosaic_affine]),
+                  *last]
+train_pipeline_stage2 = [
+    *load, dict(type='YOLOv5KeepRatioResize', scale=img_scale),
+    dict(type='LetterResize', scale=img_scale, allow_scale_up=True, pad_val=dict(img=114.0)),
+    dict(type='YOLOv5RandomAffine', max_rotate_degree=0.0, max_shear_degree=0.0,
+         scaling_ratio_range=(0.5, 1.5), max_aspect_ratio=100, border_val=(114, 114, 114)),
+    *last]
 """, "data_root='{coco}/', ann_file='annotations/train.json', data_prefix=dict(img='images/'), "
-               f"metainfo=dict(classes={CLASSES!r}), pipeline=train_pipeline", ''),
+               f"metainfo=dict(classes={CLASSES!r}), pipeline=train_pipeline",
+               "dict(type='EMAHook', ema_type='ExpMomentumEMA', momentum=0.0001, "
+               "update_buffers=True, strict_load=False, priority=49), "
+               "dict(type='mmdet.PipelineSwitchHook', switch_epoch=1, "
+               "switch_pipeline=train_pipeline_stage2), "),
 }
 #: Each test model's test loader and evaluator, for ``mmrepro-test`` on its checkpoints:
 #: the training samples, without random transforms (keys as in :data:`CONFIGS`).
@@ -149,6 +174,22 @@ test_evaluator = dict(type='CocoMetric', ann_file='{data}/keypoints/train.json')
                          'img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor'))]))
 test_evaluator = dict(type='DOTAMetric', metric='mAP')
 """,
+    'yolov8': f"""test_dataloader = dict(
+    batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(data_root='{{coco}}/', ann_file='annotations/train.json',
+                 data_prefix=dict(img='images/'), metainfo=dict(classes={CLASSES!r}),
+                 test_mode=True, batch_shapes_cfg=None, pipeline=[
+                     dict(type='LoadImageFromFile'),
+                     dict(type='YOLOv5KeepRatioResize', scale=img_scale),
+                     dict(type='LetterResize', scale=img_scale, allow_scale_up=False,
+                          pad_val=dict(img=114)),
+                     dict(type='LoadAnnotations', with_bbox=True, _scope_='mmdet'),
+                     dict(type='mmdet.PackDetInputs', meta_keys=(
+                         'img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor',
+                         'pad_param'))]))
+test_evaluator = dict(type='mmdet.CocoMetric', ann_file='{{coco}}/annotations/train.json',
+                      metric='bbox')
+""",
 }
 #: The test runs' schedule: ``SAMPLES`` training samples in batches of 2 (4 iterations
 #: an epoch), ``EPOCHS`` epochs, no validation or test; checkpoints at every epoch and
@@ -159,20 +200,35 @@ default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, save_bes
                      logger=dict(type='LoggerHook', interval=1))
 """ + ''.join(f'val_{key} = None\n' for key in ('dataloader', 'cfg', 'evaluator'))
 _NO_TEST = ''.join(f'test_{key} = None\n' for key in ('dataloader', 'cfg', 'evaluator'))
+#: The codebases whose ``tools/train.py`` reads every loader's dataset before training
+#: (MMYOLO's checks its class names): their configs keep a test loader, and a validation
+#: loop on it that the schedule never reaches (:data:`_NEVER_VALIDATED`). And MMYOLO's
+#: collate function: MMEngine gives every dict of a config inherited through
+#: ``mmyolo::`` a ``_scope_`` key, and its loader passes a ``collate_fn`` dict's keys to
+#: the function, which ``yolov5_collate`` refuses; the config states it again.
+READS_EVERY_LOADER = ('mmyolo', )
+_NEVER_VALIDATED = f"""train_dataloader['collate_fn'] = dict(_delete_=True, type='yolov5_collate')
+val_dataloader = test_dataloader
+val_evaluator = test_evaluator
+val_cfg = dict(type='ValLoop')
+train_cfg = dict(max_epochs={EPOCHS}, val_interval={EPOCHS + 1})
+"""
 
 
 def stack_codebases() -> Tuple[str, ...]:
     """The codebases (package names) the pins of this Python's stack name: the
-    ``requirements/stack-<name>.txt`` whose ``torch==`` is the running torch."""
+    ``requirements/stack-<name>.txt`` whose ``torch==`` and ``mmcv==`` are the running
+    ones (the yolo stack runs the floor's torch under its own mmcv)."""
+    import mmcv
     import torch
-    version = torch.__version__.split('+')[0]
+    running = (torch.__version__.split('+')[0], mmcv.__version__)
     distributions = {'mmpretrain': 'mmpretrain', 'mmpose': 'mmpose',
                      'mmrotate': 'mmrotate-dev', 'mmyolo': 'mmyolo'}
     for name in sorted(os.listdir(osp.join(REPO, 'requirements'))):
         if name.startswith('stack-'):
             with open(osp.join(REPO, 'requirements', name)) as f:
                 pins = dict(re.findall(r'^([\w.-]+)==(\S+)', f.read(), re.M))
-            if pins.get('torch') == version:
+            if (pins.get('torch'), pins.get('mmcv')) == running:
                 return tuple(c for c in CODEBASES if distributions[c] in pins)
     return ()
 
@@ -196,6 +252,8 @@ def write_config(model: str, coco: str, data: str, path: str, num_workers: int =
     ``path``."""
     _, bases, lines, dataset, hooks = CONFIGS[model]
     tested = TESTS[model] + 'test_cfg = dict(type="TestLoop")\n' if test else _NO_TEST
+    if CONFIGS[model][0] in READS_EVERY_LOADER:
+        tested = TESTS[model] + 'test_cfg = dict(type="TestLoop")\n' + _NEVER_VALIDATED
 
     def paths(text: str) -> str:
         return text.replace('{data}', osp.abspath(data)).replace('{coco}', osp.abspath(coco))

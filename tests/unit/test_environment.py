@@ -53,8 +53,8 @@ def _version(name: str):
 
 
 #: Imports what the codebases' training uses, in a fresh process (run from outside the
-#: checkout, without ``PYTHONPATH``): torchvision where the stack has codebases (its
-#: transforms; ``collect_env`` of every Runner), each codebase named on the command line,
+#: checkout, without ``PYTHONPATH``): torchvision where the stack has codebases that use it
+#: (their transforms; ``collect_env`` of every Runner), each codebase named on the command line,
 #: and mmrepro, the linked checkout's, whose ``mmrepro::`` configs a config file inherits
 #: before mmrepro is imported (the ``.pth`` line). Prints one line per codebase and
 #: mmrepro's file.
@@ -62,7 +62,7 @@ CODEBASE_PROBE = """
 import importlib, sys
 names = {'mmpretrain': 'mmpretrain.datasets.transforms', 'mmpose': 'mmpose.datasets',
          'mmrotate': 'mmrotate.models', 'mmyolo': 'mmyolo.models'}
-if sys.argv[1:]:
+if set(sys.argv[1:]) & {'mmpretrain', 'mmpose', 'mmrotate'}:
     import torch, torchvision
     from torchvision.ops import box_iou
     from mmengine.utils.dl_utils import collect_env

@@ -140,6 +140,6 @@ def test_a_deep_copy_of_a_hooked_optimizer_steps_itself_without_the_hook():
     recorder.begin(1)
     twin.step()
     assert recorder.finish(1)[1] is None  # the copy's step called no hook
-    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
-    assert all(torch.equal(p, b - 0.1) for p, b in zip(copied, before))
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
+    assert all(torch.equal(p, b - 0.1) for p, b in zip(copied, before, strict=True))
     recorder.close()
