@@ -2,7 +2,13 @@
 
 A spawned process imports the function by its module's name; test modules are imported
 by path (pytest's importlib mode), so their functions cannot be found there.
+
+The processes meet through a file store (``store``: a path in the test's own temporary
+directory), not a TCP port: a port found free and then taken by another test's launch on
+the other test worker would join ranks of two tests. Collectives give up after
+:data:`TIMEOUT`, so a stuck rank fails its test instead of stalling the run.
 """
+import datetime
 import os
 
 import torch
@@ -13,11 +19,18 @@ from mmrepro.data.eval_batch_sampler import EvalBatchSampler
 from mmrepro.rng.seeding import init_random_seed, set_random_seed
 from mmrepro.runner.evaluation import results_in_default_order
 
+#: How long a rank waits for the others (init and every collective).
+TIMEOUT = datetime.timedelta(seconds=120)
 
-def seeding_worker(rank: int, port: int, results) -> None:
+
+def _join(store: str, rank: int, world_size: int) -> None:
+    dist.init_process_group('gloo', init_method=f'file://{store}', rank=rank,
+                            world_size=world_size, timeout=TIMEOUT)
+
+
+def seeding_worker(rank: int, store: str, results) -> None:
     """Rank ``rank`` of 2 (gloo): the seed it gets and the seeds it sets, and one draw."""
-    dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=rank,
-                            world_size=2)
+    _join(store, rank, 2)
     try:
         seed = init_random_seed()
         results[rank] = (seed, set_random_seed(seed, diff_rank_seed=True),
@@ -26,7 +39,7 @@ def seeding_worker(rank: int, port: int, results) -> None:
         dist.destroy_process_group()
 
 
-def buffers_worker(rank: int, port: int, results) -> None:
+def buffers_worker(rank: int, store: str, results) -> None:
     """Rank ``rank`` of 2 (gloo): a BatchNorm model and an EMA copy whose buffers differ per
     rank; its buffers and parameters before and after ``broadcast_buffers``."""
     from types import SimpleNamespace
@@ -34,8 +47,7 @@ def buffers_worker(rank: int, port: int, results) -> None:
     from mmengine.model import ExponentialMovingAverage
 
     from mmrepro.resume.rank_buffers import broadcast_buffers
-    dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=rank,
-                            world_size=2)
+    _join(store, rank, 2)
     try:
         torch.manual_seed(0)  # the same weights on both ranks
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
@@ -77,15 +89,14 @@ class IndexMetric(BaseMetric):
         return dict(samples=float(len(results)))
 
 
-def share_results_worker(rank: int, port: int, world_size: int, size: int, batch_size: int,
+def share_results_worker(rank: int, store: str, world_size: int, size: int, batch_size: int,
                          cwd: str, results) -> None:
     """Rank ``rank`` of ``world_size`` (gloo), in ``cwd`` (``collect_results`` writes its
     parts there): each metric holds this rank's results of :class:`EvalBatchSampler`'s
     batches; what rank 0's metrics compute on after the evaluator's ``evaluate`` under
     ``results_in_default_order``, or the error raised."""
     os.chdir(cwd)
-    dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=rank,
-                            world_size=world_size)
+    _join(store, rank, world_size)
     try:
         batches = EvalBatchSampler(range(size), batch_size, size=size, rank=rank,
                                    world_size=world_size)

@@ -1,5 +1,4 @@
 """broadcast_buffers: rank 0's buffers (model and EMA) on every rank, two real gloo ranks."""
-import socket
 from types import SimpleNamespace
 
 import torch
@@ -9,16 +8,10 @@ from support.spawn_workers import buffers_worker
 from mmrepro.resume.rank_buffers import broadcast_buffers
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def test_every_rank_gets_rank0_buffers_and_keeps_its_weights():
+def test_every_rank_gets_rank0_buffers_and_keeps_its_weights(tmp_path):
     with mp.Manager() as manager:
         results = manager.dict()
-        mp.spawn(buffers_worker, args=(_free_port(), results), nprocs=2, join=True)
+        mp.spawn(buffers_worker, args=(str(tmp_path / 'store'), results), nprocs=2, join=True)
         rank0, rank1 = dict(results[0]), dict(results[1])
     assert rank0['before'] != rank1['before']  # BatchNorm statistics differed per rank
     assert rank0['after'] == rank0['before']  # rank 0 receives nothing

@@ -7,7 +7,6 @@ from __future__ import annotations
 import glob
 import json
 import os.path as osp
-import socket
 from typing import List
 
 import pytest
@@ -179,11 +178,6 @@ def test_a_runner_mmrepro_does_not_act_for_gets_the_loop_as_configured():
         assert built.pop() is loop
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
 
 @pytest.mark.parametrize('world_size,size,batch_size', [(2, 8, 2), (3, 7, 2)])
 def test_ranks_results_reach_the_metrics_in_one_ranks_order(tmp_path, world_size, size,
@@ -191,7 +185,8 @@ def test_ranks_results_reach_the_metrics_in_one_ranks_order(tmp_path, world_size
     with mp.Manager() as manager:
         results = manager.dict()
         mp.spawn(share_results_worker, nprocs=world_size, join=True,
-                 args=(_free_port(), world_size, size, batch_size, str(tmp_path), results))
+                 args=(str(tmp_path / 'store'), world_size, size, batch_size, str(tmp_path),
+                       results))
         results = dict(results)
     one_rank = [(i, i * 10.0) for i in range(size)]
     found, wrapped = results[(0, False)]
