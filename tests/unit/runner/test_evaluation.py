@@ -158,6 +158,7 @@ def test_one_rank_runs_exactly_mmengines_loop(tmp_path):
     """Same batches, hook calls (arguments and outputs), results and metrics."""
     seen = {}
     for name, val_cfg in (('mmengine', dict(type='OwnValLoop')), ('mmrepro', {})):
+        torch.manual_seed(0)  # the same weights: the toy model is made before the seed
         runner = _runner(tmp_path / name, hooks=[*HOOK, dict(type='EvalProbe')],
                          val_cfg=val_cfg)
         metrics = runner.val()
