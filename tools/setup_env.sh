@@ -216,7 +216,6 @@ if not os.path.isfile(path) or open(path).read() != line:
         f.write(line)
 PY
   write_console_scripts "$env"
-
 }
 
 # Every installed requirement of $env met (tests/unit/test_environment.py holds it too).
@@ -256,7 +255,7 @@ setup_yolo() {
     build_mmcv
     "${pip[@]}" install --no-deps --ignore-installed "$mmcv_wheel"*.whl
   fi
-  satisfied "$(pin mmyolo)" "$(pin prettytable)" || {
+  satisfied "$(pin mmyolo)" "$(pin prettytable)" "$(pin wcwidth)" || {
     echo "[setup:$stack] installing $(pin mmyolo)"
     "${pip[@]}" install --no-deps --ignore-installed "$(pin mmyolo)" "$(pin prettytable)" \
       "$(pin wcwidth)"; }

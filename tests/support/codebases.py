@@ -202,12 +202,12 @@ default_hooks = dict(checkpoint=dict(type='CheckpointHook', interval=1, save_bes
 _NO_TEST = ''.join(f'test_{key} = None\n' for key in ('dataloader', 'cfg', 'evaluator'))
 #: The codebases whose ``tools/train.py`` reads every loader's dataset before training
 #: (MMYOLO's checks its class names): their configs keep a test loader, and a validation
-#: loop on it that the schedule never reaches (:data:`_NEVER_VALIDATED`). And MMYOLO's
+#: loop on it that the schedule never reaches (:data:`_SCRIPT_NEEDS`). And MMYOLO's
 #: collate function: MMEngine gives every dict of a config inherited through
 #: ``mmyolo::`` a ``_scope_`` key, and its loader passes a ``collate_fn`` dict's keys to
 #: the function, which ``yolov5_collate`` refuses; the config states it again.
 READS_EVERY_LOADER = ('mmyolo', )
-_NEVER_VALIDATED = f"""train_dataloader['collate_fn'] = dict(_delete_=True, type='yolov5_collate')
+_SCRIPT_NEEDS = f"""train_dataloader['collate_fn'] = dict(_delete_=True, type='yolov5_collate')
 val_dataloader = test_dataloader
 val_evaluator = test_evaluator
 val_cfg = dict(type='ValLoop')
@@ -251,9 +251,9 @@ def write_config(model: str, coco: str, data: str, path: str, num_workers: int =
     ``test``: with the model's test loader and evaluator (:data:`TESTS`). Returns
     ``path``."""
     _, bases, lines, dataset, hooks = CONFIGS[model]
-    tested = TESTS[model] + 'test_cfg = dict(type="TestLoop")\n' if test else _NO_TEST
-    if CONFIGS[model][0] in READS_EVERY_LOADER:
-        tested = TESTS[model] + 'test_cfg = dict(type="TestLoop")\n' + _NEVER_VALIDATED
+    its_script = _SCRIPT_NEEDS if CONFIGS[model][0] in READS_EVERY_LOADER else ''
+    tested = (TESTS[model] + 'test_cfg = dict(type="TestLoop")\n' + its_script
+              if test or its_script else _NO_TEST)
 
     def paths(text: str) -> str:
         return text.replace('{data}', osp.abspath(data)).replace('{coco}', osp.abspath(coco))
