@@ -7,12 +7,21 @@ The processes meet through a file store (``store``: a path in the test's own tem
 directory), not a TCP port: a port found free and then taken by another test's launch on
 the other test worker would join ranks of two tests. Collectives give up after
 :data:`TIMEOUT`, so a stuck rank fails its test instead of stalling the run.
+
+A rank leaves as the train CLI's ranks do (:func:`mmrepro.cli.train.close_process_group`):
+a barrier, then ``destroy_process_group``. Without the barrier, torch 2.1's gloo group
+could deadlock in its destructor, which holds the GIL while joining its worker threads,
+one of which still frees a finished collective's tensors and waits for the GIL (the
+floor's unit tier once stalled so). :func:`spawn_ranks` bounds the whole launch anyway.
 """
+import contextlib
 import datetime
 import os
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 from mmengine.evaluator import BaseMetric, Evaluator
 
 from mmrepro.data.eval_batch_sampler import EvalBatchSampler
@@ -23,20 +32,51 @@ from mmrepro.runner.evaluation import results_in_default_order
 TIMEOUT = datetime.timedelta(seconds=120)
 
 
-def _join(store: str, rank: int, world_size: int) -> None:
+#: How long a whole launch may take before its test fails and its ranks are killed.
+LAUNCH_LIMIT = 4 * TIMEOUT.total_seconds()
+
+
+def spawn_ranks(worker: Callable, nprocs: int, store: str, *args) -> dict:
+    """Run ``worker(rank, store, *args, results)`` on ``nprocs`` spawned ranks.
+
+    Returns:
+        What the ranks put in ``results`` (a manager's dict), as a plain dict.
+
+    Raises:
+        AssertionError: the ranks did not all end within :data:`LAUNCH_LIMIT` seconds (the
+            ranks this launch started are killed first).
+    """
+    with mp.Manager() as manager:
+        results = manager.dict()
+        ranks = mp.spawn(worker, args=(store, *args, results), nprocs=nprocs, join=False)
+        deadline = datetime.datetime.now() + datetime.timedelta(seconds=LAUNCH_LIMIT)
+        while not ranks.join(timeout=1):
+            if datetime.datetime.now() > deadline:
+                for process in ranks.processes:
+                    process.kill()
+                raise AssertionError(f'{worker.__name__}: {nprocs} ranks did not end within '
+                                     f'{LAUNCH_LIMIT:.0f} s; killed')
+        return dict(results)
+
+
+@contextlib.contextmanager
+def _rank(store: str, rank: int, world_size: int) -> Iterator[None]:
+    """Rank ``rank`` of a gloo group met through ``store``; leaves through a barrier."""
     dist.init_process_group('gloo', init_method=f'file://{store}', rank=rank,
                             world_size=world_size, timeout=TIMEOUT)
+    try:
+        yield
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
 
 
 def seeding_worker(rank: int, store: str, results) -> None:
     """Rank ``rank`` of 2 (gloo): the seed it gets and the seeds it sets, and one draw."""
-    _join(store, rank, 2)
-    try:
+    with _rank(store, rank, 2):
         seed = init_random_seed()
         results[rank] = (seed, set_random_seed(seed, diff_rank_seed=True),
                          set_random_seed(seed), float(torch.rand(1)))
-    finally:
-        dist.destroy_process_group()
 
 
 def buffers_worker(rank: int, store: str, results) -> None:
@@ -47,8 +87,7 @@ def buffers_worker(rank: int, store: str, results) -> None:
     from mmengine.model import ExponentialMovingAverage
 
     from mmrepro.resume.rank_buffers import broadcast_buffers
-    _join(store, rank, 2)
-    try:
+    with _rank(store, rank, 2):
         torch.manual_seed(0)  # the same weights on both ranks
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
         ema = ExponentialMovingAverage(model, update_buffers=True)
@@ -65,8 +104,6 @@ def buffers_worker(rank: int, store: str, results) -> None:
             ema=[b.tolist() for b in ema.buffers()],
             weights_kept=all(torch.equal(a, b) for a, b in zip(weights, model.parameters(),
                                                                     strict=True)))
-    finally:
-        dist.destroy_process_group()
 
 
 class IndexMetric(BaseMetric):
@@ -96,8 +133,7 @@ def share_results_worker(rank: int, store: str, world_size: int, size: int, batc
     batches; what rank 0's metrics compute on after the evaluator's ``evaluate`` under
     ``results_in_default_order``, or the error raised."""
     os.chdir(cwd)
-    _join(store, rank, world_size)
-    try:
+    with _rank(store, rank, world_size):
         batches = EvalBatchSampler(range(size), batch_size, size=size, rank=rank,
                                    world_size=world_size)
         for per_batch in (False, True):
@@ -113,5 +149,3 @@ def share_results_worker(rank: int, store: str, world_size: int, size: int, batc
             except ValueError as err:
                 found = str(err)
             results[(rank, per_batch)] = (found, 'evaluate' in evaluator.__dict__)
-    finally:
-        dist.destroy_process_group()

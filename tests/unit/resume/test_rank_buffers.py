@@ -2,17 +2,14 @@
 from types import SimpleNamespace
 
 import torch
-import torch.multiprocessing as mp
-from support.spawn_workers import buffers_worker
+from support.spawn_workers import buffers_worker, spawn_ranks
 
 from mmrepro.resume.rank_buffers import broadcast_buffers
 
 
 def test_every_rank_gets_rank0_buffers_and_keeps_its_weights(tmp_path):
-    with mp.Manager() as manager:
-        results = manager.dict()
-        mp.spawn(buffers_worker, args=(str(tmp_path / 'store'), results), nprocs=2, join=True)
-        rank0, rank1 = dict(results[0]), dict(results[1])
+    results = spawn_ranks(buffers_worker, 2, str(tmp_path / 'store'))
+    rank0, rank1 = dict(results[0]), dict(results[1])
     assert rank0['before'] != rank1['before']  # BatchNorm statistics differed per rank
     assert rank0['after'] == rank0['before']  # rank 0 receives nothing
     assert rank1['after'] == rank0['before']

@@ -11,11 +11,10 @@ from typing import List
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS, LOOPS
 from mmengine.runner import Runner, TestLoop, ValLoop
-from support.spawn_workers import IndexMetric, share_results_worker
+from support.spawn_workers import IndexMetric, share_results_worker, spawn_ranks
 from support.toy_runner import evaluating_kwargs, fake_runner, runner_kwargs
 from torch.utils.data import BatchSampler, DataLoader
 
@@ -183,12 +182,8 @@ def test_a_runner_mmrepro_does_not_act_for_gets_the_loop_as_configured():
 @pytest.mark.parametrize('world_size,size,batch_size', [(2, 8, 2), (3, 7, 2)])
 def test_ranks_results_reach_the_metrics_in_one_ranks_order(tmp_path, world_size, size,
                                                             batch_size):
-    with mp.Manager() as manager:
-        results = manager.dict()
-        mp.spawn(share_results_worker, nprocs=world_size, join=True,
-                 args=(str(tmp_path / 'store'), world_size, size, batch_size, str(tmp_path),
-                       results))
-        results = dict(results)
+    results = spawn_ranks(share_results_worker, world_size, str(tmp_path / 'store'),
+                          world_size, size, batch_size, str(tmp_path))
     one_rank = [(i, i * 10.0) for i in range(size)]
     found, wrapped = results[(0, False)]
     assert found == [one_rank, one_rank] and not wrapped  # the instance's wrapper removed
