@@ -100,8 +100,8 @@ PY
       "${pip[@]}" install -c "$pins" "$(pin mmsegmentation)" "$(pin ftfy)" "$(pin regex)"; }
     satisfied ruff || "${pip[@]}" install -c "$pins" ruff
   fi
-  satisfied "$(pin pytest)" "$(pin pytest-xdist)" || "${pip[@]}" install -c "$pins" \
-    "$(pin pytest)" "$(pin pytest-xdist)"
+  satisfied "$(pin pytest)" "$(pin pytest-xdist)" "$(pin pytest-timeout)" || \
+    "${pip[@]}" install -c "$pins" "$(pin pytest)" "$(pin pytest-xdist)" "$(pin pytest-timeout)"
   # albumentations, as MMDetection's Albu transform uses it: 2.x on the current stack, a
   # 1.x on the floor. Their wheels require opencv-python-headless, whose cv2 would
   # overwrite the files of the cv2 mmengine's opencv-python brings. Built here from their
