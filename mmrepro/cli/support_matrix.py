@@ -1,6 +1,8 @@
 """``tools/support_matrix.py``: which MMDetection families train bit-exactly, measured.
 
-For every family config in ``configs/zoo/`` this runs the checks of
+For every family config in ``configs/zoo/`` (and the other codebases' families named in
+``--families``: a model of mmpretrain's, mmpose's, mmrotate's or MMYOLO's zoo) this runs
+the checks of
 :mod:`mmrepro.checks.matrix.run` (rerun, another ``num_workers``, resume
 mid-epoch, resume from every epoch) and prints a Markdown table, also written to
 ``--out`` (default ``benchmarks/results/support_matrix_<device>.md``). The device is the
@@ -13,6 +15,7 @@ import os
 import os.path as osp
 import platform
 import sys
+import tempfile
 import time
 from typing import List, Optional
 
@@ -20,10 +23,11 @@ import torch
 
 from ..checks.matrix.run import (
     CHECKS,
+    CODEBASE_FAMILIES,
     FAMILIES,
     RESULTS_DIR,
-    config_path,
     device_name,
+    family_config,
     format_table,
     run_family_checks,
 )
@@ -43,7 +47,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         'table); 2 bad arguments or --cfg-options (one error: line, before anything is '
         'written)')
     parser.add_argument('--families', nargs='+', default=list(FAMILIES), metavar='NAME',
-                        help=f'families to check (default: all: {" ".join(FAMILIES)})')
+                        help=f'families to check (default: the zoo\'s, {" ".join(FAMILIES)}; '
+                        f'the other codebases\' when named: {" ".join(CODEBASE_FAMILIES)})')
     parser.add_argument('--iters', type=int, default=4,
                         help='iterations per run (default: 4)')
     parser.add_argument('--checks', nargs='*', default=list(CHECKS), choices=CHECKS,
@@ -74,8 +79,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Check every family, print and write the table; 0 if all are bit-exact, else 1."""
     args = parse_args(argv)
     try:
-        for family in args.families:
-            config_path(family)
         if args.iters < 2:
             raise ValueError(f'--iters must be >= 2 (the first iteration is not timed), got '
                              f'{args.iters}')
@@ -85,11 +88,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.jobs < 1:
             raise ValueError(f'--jobs must be >= 1, got {args.jobs}')
         parse_cfg_options(args.cfg_options)
-        for family in args.families:  # every config with the options, before any run
-            try:
-                load_config(config_path(family), args.cfg_options)
-            except ValueError as err:
-                raise ValueError(f'family {family}: {err}') from None
+        # Every family's config with the options, before any run (another codebase's
+        # config written into a scratch directory).
+        with tempfile.TemporaryDirectory() as scratch:
+            for family in args.families:
+                config = family_config(family, scratch, osp.abspath(args.data_root))
+                try:
+                    load_config(config, args.cfg_options)
+                except ValueError as err:
+                    raise ValueError(f'family {family}: {err}') from None
     except ValueError as err:
         return report(PROG, err)
     from ..demo import make_tiny_coco

@@ -1,6 +1,6 @@
 """mmrotate through its own ``tools/train.py`` with mmrepro's two config lines: a narrow
 Rotated RetinaNet R18-FPN (le90) on DOTA-format quadrilaterals generated from the demo's
-boxes, with random flips (:mod:`support.codebases`).
+boxes, with random flips (:mod:`mmrepro.checks.matrix.codebases`).
 """
 import pytest
 from support.codebase_checks import *  # noqa: F403 (the tests, and their runs fixture)

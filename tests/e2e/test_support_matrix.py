@@ -11,8 +11,10 @@ and mid-epoch resume on RetinaNet and Faster R-CNN, Mosaic and MixUp across work
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import os.path as osp
+import shutil
 
 import pytest
 from support.repro_utils import REPO
@@ -100,18 +102,32 @@ def test_table_rows(zoo_results):
 
 @pytest.mark.slow
 def test_cli_writes_the_table(tmp_path, data_root, capsys):
+    """A zoo family and, where this stack has mmpretrain, another codebase's family (its
+    config written into the work dir, over data derived from the demo dataset)."""
+    codebase = ['mmpretrain-resnet'] if importlib.util.find_spec('mmpretrain') else []
+    data = str(tmp_path / 'data')  # a copy: the other codebases' data is derived in it
+    shutil.copytree(data_root, data)
     out = tmp_path / 'matrix.md'
-    status = matrix_main(['--families', 'fcos', '--iters', '2', '--checks', '--data-root',
-                          data_root, '--work-dir', str(tmp_path / 'work'), '--out', str(out),
-                          '--discard-checkpoints', '--cfg-options', *RUN_OPTIONS])
+    status = matrix_main(['--families', 'fcos', *codebase, '--iters', '2', '--checks',
+                          '--data-root', data, '--work-dir', str(tmp_path / 'work'),
+                          '--out', str(out), '--discard-checkpoints',
+                          '--cfg-options', *RUN_OPTIONS])
     assert status == 0
     text = out.read_text()
     assert text.startswith('# Support matrix on cpu\n\nMeasured by `python '
                            'tools/support_matrix.py --iters 2 --jobs 1 --checks  --epochs 4` '
                            'on ')
     assert f' {os.cpu_count()} CPU cores: torch ' in text.splitlines()[2]
-    assert text.endswith('| fcos | `fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py` | yes | - | - '
-                         '| - | - | none | none | n/a |\n')
+    rows = ['| fcos | `fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py` | yes | - | - | - | - | '
+            'none | none | n/a |']
+    if codebase:
+        rows = ['| fcos | `mmdet::fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py` | yes | - | - | '
+                '- | - | none | none | n/a |',
+                '| mmpretrain-resnet | `mmpretrain::_base_/models/resnet18.py` | yes | - | - | '
+                '- | AdaptiveAvgPool2d x1 | none | none | n/a |']
+        assert '| family | zoo config | rerun |' in text
+        assert osp.isfile(osp.join(data, 'codebases', 'keypoints', 'train.json'))
+    assert text.endswith('\n'.join(rows) + '\n')
     run_b = tmp_path / 'work' / 'fcos' / 'run_b'
     assert osp.isfile(run_b / 'last_checkpoint') and not osp.exists(run_b / 'iter_2.pth')
     assert 'fcos: bit-exact' in capsys.readouterr().out

@@ -1,7 +1,8 @@
 """The codebase tests, shared by every ``tests/e2e/test_codebases_<codebase>.py``: each
-module names its test model (``MODEL``, a key of :data:`support.codebases.CONFIGS`) and
-imports these tests and their module-scoped ``runs`` fixture, which trains the model's
-base run once per module (:class:`support.codebase_runs.CodebaseRuns`).
+module names its model (``MODEL``, a key of
+:data:`mmrepro.checks.matrix.codebases.CONFIGS`) and imports these tests and their
+module-scoped ``runs`` fixture, which trains the model's base run once per module
+(:class:`support.codebase_runs.CodebaseRuns`).
 
 Default tier (CI; 30-50 s a codebase on 2 idle cores, 65-80 s on busy ones): a rerun and
 a mid-epoch resume end with the base run's weights and losses, byte for byte. The full

@@ -1,5 +1,6 @@
-"""Training runs of the other codebases' test models (:mod:`support.codebases`), each
-through its codebase's own ``tools/train.py``, and the comparisons the codebase tests make.
+"""Training runs of the other codebases' models (:mod:`mmrepro.checks.matrix.codebases`),
+each through its codebase's own ``tools/train.py``, and the comparisons the codebase
+tests make.
 
 One :class:`CodebaseRuns` per test module (a module-scoped fixture): a run is made once,
 on first use, and named (``base``, ``rerun``, ...). The runs import this checkout's
@@ -15,16 +16,9 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from support.codebases import (
-    CONFIGS,
-    EPOCHS,
-    MID,
-    SAMPLES,
-    derive_data,
-    stack_codebases,
-    train_script,
-    write_config,
-)
+from mmrepro.checks.matrix.codebases import CONFIGS, EPOCHS, MID, SAMPLES, write_codebase_config
+from mmrepro.demo import derive_codebase_data
+from support.codebases import stack_codebases, train_script
 from support.dist_utils import dist_env, run_bounded
 from support.repro_utils import (
     REPO,
@@ -71,15 +65,15 @@ class CodebaseRuns:
         self.model, self.root, self.coco, self.extra = model, root, coco, extra
         self.script = train_script(CONFIGS[model][0])
         self.data = osp.join(root, 'data')
-        derive_data(coco, self.data)
+        derive_codebase_data(coco, self.data)
         self.dirs: Dict[str, str] = {}
 
     def config(self, num_workers: int = 2, test: bool = False) -> str:
         """The model's config loading with ``num_workers``; ``test``: with its test
         loader and evaluator."""
         name = f'{self.model}_w{num_workers}{"_test" if test else ""}.py'
-        return write_config(self.model, self.coco, self.data, osp.join(self.root, name),
-                            num_workers, self.extra, test)
+        return write_codebase_config(self.model, self.coco, self.data,
+                                     osp.join(self.root, name), num_workers, self.extra, test)
 
     def train(self, name: str, *args: str, num_workers: int = 2) -> str:
         """The work dir of run ``name`` (trained now if it is new): the codebase's

@@ -102,10 +102,11 @@ def moved_hooks(cfg: Any, epochs: int) -> tuple:
     middle = epochs // 2
     for hook in cfg.get('custom_hooks') or []:
         hook = hook.to_dict() if hasattr(hook, 'to_dict') else dict(hook)
-        if hook.get('type') == 'PipelineSwitchHook':
+        kind = str(hook.get('type', '')).split('.')[-1]  # 'mmdet.PipelineSwitchHook' too
+        if kind == 'PipelineSwitchHook':
             hook['switch_epoch'] = middle
             switches.append(f'PipelineSwitchHook at epoch {middle}')
-        elif hook.get('type') == 'YOLOXModeSwitchHook':
+        elif kind == 'YOLOXModeSwitchHook':
             hook['num_last_epochs'] = epochs - middle
             switches.append(f'YOLOXModeSwitchHook at epoch {middle}')
         hooks.append(hook)

@@ -1,7 +1,9 @@
 """The support matrix: which MMDetection families train bit-exactly, measured.
 
 For every family config in ``configs/zoo/`` (mmdet 3.3 configs inherited through
-``mmdet::``, random init, the generated tiny data) this runs ``check_repro``: a few
+``mmdet::``, random init, the generated tiny data), and for the other codebases'
+families (:data:`CODEBASE_FAMILIES`: a model of mmpretrain's, mmpose's, mmrotate's or
+MMYOLO's zoo, :mod:`~mmrepro.checks.matrix.codebases`), this runs ``check_repro``: a few
 iterations twice through ``tools/train.py``, traced at every iteration, once more with
 another ``num_workers`` (0, or 2 where the config has 0) and once resumed from the
 middle checkpoint (mid-epoch); then :mod:`~mmrepro.checks.matrix.epoch_resume`: a short schedule
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import importlib.util
 import os
 import os.path as osp
 import sys
@@ -39,10 +42,12 @@ from typing import Dict, Iterator, List, Optional, Sequence, TextIO
 import torch
 
 from ...configs import CONFIG_ROOT
+from ...demo import derive_codebase_data
 from ...resume.checkpoint_io import safe_load
 from ..check.run import CheckOptions, run_check
 from ..run_data import SCALARS, read_scalars
 from ..runs import Run, load_config, train
+from .codebases import CONFIGS, write_codebase_config
 from .epoch_resume import EpochResume, run_epoch_resume_check
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
@@ -52,6 +57,14 @@ RESULTS_DIR = osp.join(REPO, 'benchmarks', 'results')
 #: Family -> config file name in ``configs/zoo`` (the twelve families, in the table's order).
 FAMILIES = ('faster-rcnn', 'mask-rcnn', 'cascade-rcnn', 'retinanet', 'fcos', 'atss',
             'yolox', 'rtmdet', 'dcn-faster-rcnn', 'deformable-detr', 'dino', 'mask2former')
+#: The other codebases' families (``<package>-<model>``) -> their model (a key of
+#: :data:`~mmrepro.checks.matrix.codebases.CONFIGS`); checked when named.
+CODEBASE_FAMILIES = {f"{CONFIGS[model][0]}-{model.replace('_', '-')}": model
+                     for model in CONFIGS}
+#: Where, under the data root, the other codebases' data is derived.
+CODEBASE_DATA = 'codebases'
+#: Where, under the work dir, their configs are written (beside the families' runs).
+CODEBASE_CONFIGS = 'codebase_configs'
 #: Environment variable the zoo configs read their data root from.
 DATA_ENV = 'MMREPRO_DEMO_DATA'
 #: The checks beyond the rerun, each a column of the table.
@@ -84,11 +97,30 @@ class FamilyResult:
 
 
 def config_path(family: str) -> str:
-    """The zoo config of ``family``."""
+    """The zoo config of ``family`` (one of :data:`FAMILIES`)."""
     if family not in FAMILIES:
         raise ValueError(f'unknown family {family!r}; expected one of '
-                         f'{", ".join(FAMILIES)}')
+                         f'{", ".join((*FAMILIES, *CODEBASE_FAMILIES))}')
     return osp.join(ZOO_DIR, f'{family}.py')
+
+
+def family_config(family: str, directory: str, data_root: str) -> str:
+    """The config ``family`` is checked with: its zoo config; for one of
+    :data:`CODEBASE_FAMILIES`, its config written into ``directory``, over the demo data
+    at ``data_root`` and what :func:`derive_codebase_data` derives from it there.
+
+    Raises:
+        ValueError: ``family`` is unknown, or its codebase is not installed.
+    """
+    if family not in CODEBASE_FAMILIES:
+        return config_path(family)
+    model = CODEBASE_FAMILIES[family]
+    package = CONFIGS[model][0]
+    if importlib.util.find_spec(package) is None:
+        raise ValueError(f'family {family} needs {package}, which this environment does not '
+                         f'have; install it (docs/install.md) or leave the family out')
+    return write_codebase_config(model, data_root, osp.join(data_root, CODEBASE_DATA),
+                                 osp.join(directory, f'{family}.py'))
 
 
 def device_name() -> str:
@@ -145,18 +177,20 @@ def run_family_check(family: str, iters: int, work_dir: str, data_root: str,
         The family's row. A run that fails is reported in ``error``, not raised.
     """
     with _environment({DATA_ENV: osp.join(osp.abspath(data_root), '')}):
-        return _run_family_check(family, iters, work_dir, speed, cfg_options,
-                                 keep_checkpoints, checks, epochs)
+        return _run_family_check(family, iters, work_dir, osp.abspath(data_root), speed,
+                                 cfg_options, keep_checkpoints, checks, epochs)
 
 
-def _run_family_check(family: str, iters: int, work_dir: str, speed: Optional[bool],
-                      cfg_options: Sequence[str], keep_checkpoints: bool,
-                      checks: Sequence[str], epochs: int) -> FamilyResult:
+def _run_family_check(family: str, iters: int, work_dir: str, data_root: str,
+                      speed: Optional[bool], cfg_options: Sequence[str],
+                      keep_checkpoints: bool, checks: Sequence[str],
+                      epochs: int) -> FamilyResult:
     """:func:`run_family_check` with the data's variable set."""
     result = FamilyResult(family, device_name())
     speed = torch.cuda.is_available() if speed is None else speed
     try:
-        options = _family_check_options(family, iters, osp.join(work_dir, family), checks,
+        config = family_config(family, osp.join(work_dir, CODEBASE_CONFIGS), data_root)
+        options = _family_check_options(config, iters, osp.join(work_dir, family), checks,
                                         cfg_options)
         options.validate()
         found = run_check(options, say=_quiet)
@@ -170,7 +204,7 @@ def _run_family_check(family: str, iters: int, work_dir: str, speed: Optional[bo
             elif run == 'resume':
                 result.resume = cell
         if 'epochs' in checks:
-            result.epochs = run_epoch_resume_check(config_path(family),
+            result.epochs = run_epoch_resume_check(config,
                                                    osp.join(work_dir, family, 'epochs'),
                                                    epochs, cfg_options=cfg_options)
         if not keep_checkpoints:
@@ -196,14 +230,15 @@ def _run_family_check(family: str, iters: int, work_dir: str, speed: Optional[bo
     return result
 
 
-def _family_check_options(family: str, iters: int, work_dir: str, checks: Sequence[str],
+def _family_check_options(config: str, iters: int, work_dir: str, checks: Sequence[str],
                           cfg_options: Sequence[str]) -> CheckOptions:
-    """The check of ``family``: resume mid-run, other num_workers (0 or 2), as ``checks`` say."""
+    """The check of a family's ``config``: resume mid-run, other num_workers (0 or 2), as
+    ``checks`` say."""
     workers = None
     if 'workers' in checks:
-        cfg = load_config(config_path(family), list(cfg_options))
+        cfg = load_config(config, list(cfg_options))
         workers = 2 if cfg.train_dataloader.get('num_workers') == 0 else 0
-    return CheckOptions(config_path(family), iters, work_dir, list(cfg_options),
+    return CheckOptions(config, iters, work_dir, list(cfg_options),
                         resume_check='resume' in checks, workers_check=workers)
 
 
@@ -227,6 +262,8 @@ def run_family_checks(families: Sequence[str], iters: int, work_dir: str, data_r
     """
     speed = torch.cuda.is_available() and jobs == 1
     progress = progress or sys.stdout
+    if any(family in CODEBASE_FAMILIES for family in families):  # once, before the jobs
+        derive_codebase_data(data_root, osp.join(data_root, CODEBASE_DATA))
 
     def one(family: str) -> FamilyResult:
         start = time.perf_counter()
@@ -260,13 +297,18 @@ def _environment(variables: Dict[str, str]) -> Iterator[None]:
 
 
 def format_table(results: List[FamilyResult]) -> str:
-    """The Markdown table of ``results`` (one row per family)."""
-    rows = ['| family | mmdet 3.3 config | rerun | num_workers | resume mid-epoch | '
-            'resume every epoch | replaced by mmrepro | nondeterministic on CUDA '
-            '(module: op) | PyTorch alerts | throughput det/nondet |',
+    """The Markdown table of ``results`` (one row per family). Its second column names
+    the zoo config each family inherits: mmdet 3.3's, or where another codebase's family
+    is among them, each with its package (``mmpretrain::...``)."""
+    mmdet_only = all(r.family not in CODEBASE_FAMILIES for r in results)
+    rows = [f"| family | {'mmdet 3.3 config' if mmdet_only else 'zoo config'} | rerun | "
+            'num_workers | resume mid-epoch | resume every epoch | replaced by mmrepro | '
+            'nondeterministic on CUDA (module: op) | PyTorch alerts | throughput det/nondet |',
             '|---|---|---|---|---|---|---|---|---|---|']
     for r in results:
-        base = _mmdet_base(r.family)
+        base = _mmdet_base(r.family) if r.family not in CODEBASE_FAMILIES else (
+            CONFIGS[CODEBASE_FAMILIES[r.family]][1][0])
+        base = base if mmdet_only or r.family in CODEBASE_FAMILIES else f'mmdet::{base}'
         if r.error:
             cells = ['error: ' + r.error, '-', '-', '-']
         else:
