@@ -116,9 +116,11 @@ def make_reproducible(loader: DataLoader, settings: Union[RunSettings, Mapping[s
     generator.manual_seed(derive_seed(LOADER, seed, rank))
     rebuilt = DataLoader(loader.dataset, batch_sampler=batch_sampler, generator=generator,
                          worker_init_fn=init_fn, **kwargs)
-    # Keep `loader.sampler` what MMEngine built (DistSamplerSeedHook and users read
-    # it); DataLoader only uses it when there is no batch sampler.
-    object.__setattr__(rebuilt, 'sampler', loader.sampler)
+    # Keep `loader.sampler`, `batch_size` and `drop_last` what MMEngine built
+    # (DistSamplerSeedHook, hooks such as mmpretrain's PreciseBNHook and users read them);
+    # a DataLoader given a batch sampler uses none of them for a map-style dataset.
+    for name in ('sampler', 'batch_size', 'drop_last'):
+        object.__setattr__(rebuilt, name, getattr(loader, name))
     return rebuilt
 
 

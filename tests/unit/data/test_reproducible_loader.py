@@ -118,6 +118,14 @@ def test_sampler_attribute_preserved():
     assert len(loader) == 4
 
 
+def test_batch_size_and_drop_last_read_as_mmengine_built_them():
+    """Rebuilt around a batch sampler, the loader still says its batch size (mmpretrain's
+    PreciseBNHook divides by it) and ``drop_last``, and batches as they say."""
+    loader, _ = _loader(0)
+    assert (loader.batch_size, loader.drop_last) == (3, False)
+    assert [len(batch) for batch in loader] == [3, 3, 3, 3]
+
+
 def test_second_loader_over_a_patched_dataset_draws_anew_each_batch():
     """A plain DataLoader (no keyed indices) over the same dataset advances the streams.
 
