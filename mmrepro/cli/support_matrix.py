@@ -107,8 +107,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                                 keep_checkpoints=not args.discard_checkpoints,
                                 checks=args.checks, epochs=args.epochs)
     table = format_table(results)
+    families = ('' if args.families == list(FAMILIES) else
+                f'--families {" ".join(args.families)} ')
     header = (f'# Support matrix on {device}\n\nMeasured by `python tools/support_matrix.py '
-              f'--iters {args.iters} --jobs {args.jobs} --checks {" ".join(args.checks)} '
+              f'{families}--iters {args.iters} --jobs {args.jobs} --checks {" ".join(args.checks)} '
               f'--epochs {args.epochs}` on {time.strftime("%Y-%m-%d")}, '
               f'{os.cpu_count()} CPU cores: torch {torch.__version__}, CUDA '
               f'{torch.version.cuda or "n/a"}, Python {platform.python_version()}.\n\n')
