@@ -143,14 +143,23 @@ class SeededBatchSampler:
         epoch = self.current_epoch()
         skip, other = self._position.take(epoch)
         if other is not None:
-            print_log(f'mmrepro: the data position to resume is in epoch {other} but the '
-                      f'sampler is at epoch {epoch}; not skipping any batch.',
-                      logger=self.logger, level=logging.WARNING)
+            print_log(self._unpositioned(other, epoch), logger=self.logger,
+                      level=logging.WARNING)
         rank = self.rank if self.diff_rank_seed else -1
         for n, slots in enumerate(self._slots(epoch)):
             if n >= skip:
                 yield [SeededIndex(index, sample_key(self.seed, epoch, position, index, rank),
                                    earlier) for position, index, earlier in slots]
+
+    def _unpositioned(self, wanted: int, epoch: int) -> str:
+        """Why a resume position for epoch ``wanted`` is not applied to a pass of ``epoch``."""
+        if not isinstance(getattr(self.sampler, 'epoch', None), int):
+            return (f'mmrepro: the data position to resume is in epoch {wanted}, but '
+                    f'{type(self.sampler).__name__} keeps no epoch (its set_epoch sets no '
+                    f'`epoch`), so its passes cannot be told apart: not skipping any batch, '
+                    f'and this resume is not exact.')
+        return (f'mmrepro: the data position to resume is in epoch {wanted} but the sampler '
+                f'is at epoch {epoch}; not skipping any batch.')
 
     def _isolated(self, epoch: int) -> Iterator[List[int]]:
         """The source's batches of ``epoch``, drawn with host RNGs of their own if needed."""

@@ -1,4 +1,6 @@
 """The batch sampler's position as a part of the resume state: global units, round trips."""
+import logging
+
 import pytest
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
@@ -151,6 +153,30 @@ def test_a_position_in_another_epoch_skips_nothing():
     assert sampler.epoch_start() == 0
     assert _indices(sampler) == whole
     assert sampler.positioned_at((3, 2)) and sampler.epoch_start(3) == 0  # taken
+
+
+class _EpochSampler(SequentialSampler):
+    """A sampler that keeps its epoch, as MMEngine's do."""
+
+    epoch = 0
+
+
+@pytest.mark.parametrize('source,message', [
+    (SequentialSampler, 'mmrepro: the data position to resume is in epoch 1, but '
+     'SequentialSampler keeps no epoch (its set_epoch sets no `epoch`), so its passes '
+     'cannot be told apart: not skipping any batch, and this resume is not exact.'),
+    (_EpochSampler, 'mmrepro: the data position to resume is in epoch 1 but the sampler '
+     'is at epoch 0; not skipping any batch.'),
+])
+def test_a_position_the_pass_cannot_take_is_named_with_why(source, message, caplog):
+    """A sampler without an epoch (mmpose's MultiSourceSampler sets none) cannot be
+    positioned: the warning says so, and that the resume is not exact."""
+    logger = logging.getLogger('mmrepro.test.position')
+    sampler = RankBatchSampler(BatchSampler(source(range(8)), 2, False), SEED, logger=logger)
+    sampler.load_state_dict(rank_position(1, 1))
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        assert len(_indices(sampler)) == 4  # nothing skipped
+    assert caplog.messages == [message]
 
 
 def test_a_sampler_drawing_from_the_global_rng_is_isolated():
