@@ -207,17 +207,16 @@ train_cfg = dict(max_epochs={EPOCHS}, val_interval={EPOCHS + 1})
 """
 
 
-
 def write_codebase_config(model: str, coco: str, data: str, path: str, num_workers: int = 2,
-                 extra: str = '', test: bool = False) -> str:
+                          extra: str = '', test: bool = False) -> str:
     """Write model ``model``'s config (:data:`CONFIGS`, the schedule of
     :data:`SAMPLES`, :data:`EPOCHS` and :data:`MID`, and :data:`TWO_LINES`) to ``path``,
     over the demo dataset at ``coco`` and the data
     :func:`~mmrepro.demo.derive_codebase_data` wrote to ``data``, loading with
     ``num_workers`` (persistent); ``extra`` is added last. ``test``: with the model's
     test loader and evaluator (:data:`TESTS`). Returns ``path``."""
-    _, bases, lines, dataset, hooks = CONFIGS[model]
-    its_script = _SCRIPT_NEEDS if CONFIGS[model][0] in READS_EVERY_LOADER else ''
+    codebase, bases, lines, dataset, hooks = CONFIGS[model]
+    its_script = _SCRIPT_NEEDS if codebase in READS_EVERY_LOADER else ''
     tested = (TESTS[model] + 'test_cfg = dict(type="TestLoop")\n' + its_script
               if test or its_script else _NO_TEST)
 
@@ -235,5 +234,3 @@ def write_codebase_config(model: str, coco: str, data: str, path: str, num_worke
     with open(path, 'w') as f:
         f.write(f'_base_ = {bases!r}\n{lines}{loader}{_SCHEDULE}{tested}{mid}{TWO_LINES}{extra}')
     return path
-
-
